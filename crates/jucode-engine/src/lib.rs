@@ -1,0 +1,90 @@
+//! The one interface every hosted coding agent sits behind, and the serve-v2 process engine.
+//!
+//! An engine is started for one session ([`EngineFactory::start`] with a [`StartSpec`]) and then
+//! is nothing but two channels in an [`EngineHandle`]: serve-v2 ops in, serve-v2 events out
+//! (ending with [`EngineOutput::Exited`]). The hub never learns how an engine is built. Start
+//! reading at [`EngineFactory`]; [`process::ServeProcess`] runs any program that speaks the
+//! serve protocol v2 on its stdio.
+
+pub mod process;
+
+use std::path::PathBuf;
+
+use jucode_protocol::{Object, serve::Event};
+use tokio::sync::mpsc;
+
+/// Everything an engine needs to start a session.
+#[derive(Debug, Clone)]
+pub struct StartSpec {
+    /// The session id: also the engine's conversation id.
+    pub session: String,
+    /// The directory the session works in.
+    pub cwd: PathBuf,
+    /// Extra directories the session may work in (a project's `dirs`).
+    pub extra_dirs: Vec<PathBuf>,
+    /// The client's `options` (approval mode, model, engine-specific fields).
+    pub options: Object,
+    /// Continue a conversation saved earlier under this id rather than start a new one.
+    pub resume: bool,
+}
+
+/// What comes out of a running engine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EngineOutput {
+    /// A serve-v2 event, without `session` (the hub adds it).
+    Event(Event),
+    /// The engine has stopped; nothing follows. `error` says why when it was not asked to.
+    Exited { error: Option<String> },
+}
+
+/// A running engine, as the hub holds it.
+#[derive(Debug)]
+pub struct EngineHandle {
+    /// Ops for the engine, in order. Dropping the sender asks the engine to stop.
+    pub ops: mpsc::UnboundedSender<Object>,
+    /// The engine's events, ending with [`EngineOutput::Exited`].
+    pub events: mpsc::Receiver<EngineOutput>,
+}
+
+/// Why an engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    BadOptions(String),
+}
+
+/// Starts engines of one kind (`jucode`, `claude`, …).
+pub trait EngineFactory: Send + Sync {
+    /// Starts an engine for one session. Must not block: slow start-up work belongs in the
+    /// engine's own tasks, reported through its events.
+    fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError>;
+}
+
+/// The capacity of an engine's event channel: a burst of deltas fits, and a hub that falls
+/// behind slows the engine down instead of growing memory.
+pub const EVENT_BUFFER: usize = 1024;
+
+/// Returns a connected pair: the handle for the hub, and the engine's own ends.
+pub fn channel() -> (
+    EngineHandle,
+    mpsc::UnboundedReceiver<Object>,
+    mpsc::Sender<EngineOutput>,
+) {
+    let (ops_tx, ops_rx) = mpsc::unbounded_channel();
+    let (ev_tx, ev_rx) = mpsc::channel(EVENT_BUFFER);
+    (
+        EngineHandle {
+            ops: ops_tx,
+            events: ev_rx,
+        },
+        ops_rx,
+        ev_tx,
+    )
+}

@@ -1,0 +1,910 @@
+//! Hosted sessions: their log, their engines, watchers and the snapshot a watcher gets.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use jucode_engine::{EngineOutput, StartSpec};
+use jucode_protocol::daemon::{DaemonEvent, Reply, SessionInfo};
+use jucode_protocol::serve::{Event, Known, STATE_EVENTS, TranscriptItem};
+use jucode_protocol::{ClientFrame, Object};
+use jucode_store::{JsonlLog, StateDir};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use crate::clients::ClientId;
+use crate::util::{new_uuid, now_ms};
+use crate::{Auth, Hub, HubError, Inner, to_value};
+
+/// Engine names a client may ask for.
+const ENGINE_NAMES: &[&str] = &["jucode", "claude", "codex", "acp"];
+/// How long an auto title may be (first line of the first message).
+const TITLE_CHARS: usize = 40;
+
+/// One line of `sessions.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Record {
+    /// The session was created or reopened.
+    Open {
+        session: String,
+        cwd: String,
+        #[serde(default = "default_engine")]
+        engine: String,
+        #[serde(default)]
+        agent: Option<String>,
+        #[serde(default)]
+        chat: bool,
+        at: u64,
+    },
+    /// The session's engine stopped.
+    Close { session: String, at: u64 },
+    /// A client changed what the session is called or where it shows.
+    Meta {
+        session: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        archived: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hidden: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<Value>,
+        at: u64,
+    },
+    /// The title the daemon gave the session from its first message.
+    Title {
+        session: String,
+        title: String,
+        at: u64,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+fn default_engine() -> String {
+    "jucode".into()
+}
+
+/// What the daemon keeps of a session's events to rebuild a watcher's snapshot.
+#[derive(Default)]
+struct View {
+    state: HashMap<String, Event>,
+    transcript: Vec<TranscriptItem>,
+    /// Open approval requests, by call id, in arrival order.
+    approvals: Vec<(String, Event)>,
+}
+
+impl View {
+    fn apply(&mut self, event: &Event) {
+        let kind = event.kind();
+        if STATE_EVENTS.contains(&kind) {
+            self.state.insert(kind.to_string(), event.clone());
+            return;
+        }
+        match event.known() {
+            Some(Known::UserMessage { content, images }) => {
+                self.transcript.push(TranscriptItem::User { content, images });
+            }
+            Some(Known::AssistantStart) => self.transcript.push(TranscriptItem::Assistant {
+                content: String::new(),
+            }),
+            Some(Known::AssistantDelta { delta }) => match self.transcript.last_mut() {
+                Some(TranscriptItem::Assistant { content }) => content.push_str(&delta),
+                _ => self
+                    .transcript
+                    .push(TranscriptItem::Assistant { content: delta }),
+            },
+            Some(Known::ToolStart { call_id, .. }) => self.approvals.retain(|(c, _)| *c != call_id),
+            Some(Known::ToolOutput {
+                call_id,
+                name,
+                output,
+                ..
+            }) => {
+                self.approvals.retain(|(c, _)| *c != call_id);
+                self.transcript.push(TranscriptItem::Tool { name, output });
+            }
+            Some(Known::ApprovalRequest { call_id, .. }) => {
+                self.approvals.retain(|(c, _)| *c != call_id);
+                self.approvals.push((call_id, event.clone()));
+            }
+            Some(Known::ActionDeferred { call_id, .. }) => {
+                self.approvals.retain(|(c, _)| *c != call_id)
+            }
+            Some(Known::Transcript { items }) => self.transcript = items,
+            Some(Known::Status { message }) if message == "ready" || message == "interrupted" => {
+                self.approvals.clear()
+            }
+            _ => {}
+        }
+    }
+}
+
+struct Running {
+    ops: mpsc::UnboundedSender<Object>,
+    generation: u64,
+    /// Set once the engine has stopped.
+    done: watch::Sender<bool>,
+}
+
+struct Session {
+    id: String,
+    cwd: PathBuf,
+    engine: String,
+    chat: bool,
+    agent: Option<String>,
+    client_title: Option<String>,
+    auto_title: Option<String>,
+    archived: bool,
+    hidden: bool,
+    group: Option<Value>,
+    created_at: u64,
+    updated_at: u64,
+    running: Option<Running>,
+    watchers: BTreeSet<ClientId>,
+    busy: bool,
+    view: View,
+}
+
+impl Session {
+    fn new(id: String, cwd: PathBuf, engine: String, chat: bool, agent: Option<String>, at: u64) -> Session {
+        Session {
+            id,
+            cwd,
+            engine,
+            chat,
+            agent,
+            client_title: None,
+            auto_title: None,
+            archived: false,
+            hidden: false,
+            group: None,
+            created_at: at,
+            updated_at: at,
+            running: None,
+            watchers: BTreeSet::new(),
+            busy: false,
+            view: View::default(),
+        }
+    }
+
+    fn title(&self) -> String {
+        self.client_title
+            .clone()
+            .or_else(|| self.auto_title.clone())
+            .unwrap_or_default()
+    }
+
+    fn info(&self) -> SessionInfo {
+        SessionInfo {
+            session: self.id.clone(),
+            cwd: self.cwd.display().to_string(),
+            engine: self.engine.clone(),
+            chat: self.chat,
+            agent: self.agent.clone(),
+            open: self.running.is_some(),
+            watchers: self.watchers.len(),
+            title: self.title(),
+            archived: self.archived,
+            hidden: self.hidden,
+            group: self.group.clone(),
+            busy: self.busy,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+
+    fn send(&self, op: Value) {
+        if let (Some(running), Value::Object(op)) = (&self.running, op) {
+            let _ = running.ops.send(op);
+        }
+    }
+}
+
+pub(crate) struct Sessions {
+    log: JsonlLog,
+    map: HashMap<String, Session>,
+    next_generation: u64,
+    shutting_down: bool,
+}
+
+pub(crate) struct CreateRequest {
+    pub cwd: Option<String>,
+    pub engine: Option<String>,
+    pub options: Object,
+    pub agent: Option<String>,
+    pub chat: bool,
+}
+
+pub(crate) struct OpenRequest {
+    pub session: String,
+    pub cwd: Option<String>,
+    pub engine: Option<String>,
+    pub options: Object,
+}
+
+impl Sessions {
+    pub(crate) fn open(store: &StateDir) -> Result<Sessions, HubError> {
+        let (log, records) = store.open_log::<Record>("sessions.jsonl")?;
+        let mut map: HashMap<String, Session> = HashMap::new();
+        for record in records {
+            match record {
+                Record::Open {
+                    session,
+                    cwd,
+                    engine,
+                    agent,
+                    chat,
+                    at,
+                } => {
+                    let s = map.entry(session.clone()).or_insert_with(|| {
+                        Session::new(session, PathBuf::from(&cwd), engine.clone(), chat, agent.clone(), at)
+                    });
+                    s.cwd = PathBuf::from(cwd);
+                    s.engine = engine;
+                    s.updated_at = at;
+                }
+                Record::Close { session, at } => {
+                    if let Some(s) = map.get_mut(&session) {
+                        s.updated_at = s.updated_at.max(at);
+                    }
+                }
+                Record::Meta {
+                    session,
+                    title,
+                    archived,
+                    hidden,
+                    group,
+                    at,
+                } => {
+                    if let Some(s) = map.get_mut(&session) {
+                        apply_meta(s, title, archived, hidden, group);
+                        s.updated_at = s.updated_at.max(at);
+                    }
+                }
+                Record::Title { session, title, at } => {
+                    if let Some(s) = map.get_mut(&session) {
+                        s.auto_title = Some(title);
+                        s.updated_at = s.updated_at.max(at);
+                    }
+                }
+                Record::Unknown => {}
+            }
+        }
+        Ok(Sessions {
+            log,
+            map,
+            next_generation: 0,
+            shutting_down: false,
+        })
+    }
+
+    fn sorted(&self) -> Vec<&Session> {
+        let mut list: Vec<&Session> = self.map.values().filter(|s| !s.hidden).collect();
+        list.sort_by(|a, b| b.updated_at.cmp(&a.updated_at).then(a.id.cmp(&b.id)));
+        list
+    }
+
+    pub(crate) fn list_event(&self) -> DaemonEvent {
+        DaemonEvent::Sessions {
+            sessions: self.sorted().into_iter().map(Session::info).collect(),
+        }
+    }
+
+    pub(crate) fn history(&self, cwd: &str) -> DaemonEvent {
+        let wanted = std::fs::canonicalize(cwd).unwrap_or_else(|_| PathBuf::from(cwd));
+        let sessions = self
+            .sorted()
+            .into_iter()
+            .filter(|s| s.cwd == wanted || s.cwd == Path::new(cwd))
+            .map(|s| {
+                json!({
+                    "session": s.id,
+                    "title": s.title(),
+                    "updated_at": s.updated_at,
+                    "entries": s.view.transcript.len(),
+                    "archived": s.archived,
+                    "agent": s.agent,
+                    "engine": s.engine,
+                    "open": s.running.is_some(),
+                })
+            })
+            .collect();
+        DaemonEvent::SessionHistory {
+            cwd: cwd.to_string(),
+            sessions,
+        }
+    }
+
+    /// Ends `client`'s watches; a session left with no watcher becomes unattended.
+    pub(crate) fn unwatch_all(&mut self, client: ClientId) {
+        for s in self.map.values_mut() {
+            if s.watchers.remove(&client) && s.watchers.is_empty() {
+                s.send(json!({"op":"set_attended","attended":false}));
+            }
+        }
+    }
+
+    /// Asks every engine to stop; returns a receiver per engine that turns true once stopped.
+    pub(crate) fn stop_all(&mut self) -> Vec<watch::Receiver<bool>> {
+        self.shutting_down = true;
+        let mut pending = Vec::new();
+        for s in self.map.values_mut() {
+            if let Some(running) = &s.running {
+                let _ = running.ops.send(shutdown_op());
+                pending.push(running.done.subscribe());
+            }
+        }
+        pending
+    }
+
+    fn append(&mut self, record: &Record) -> Result<(), String> {
+        self.log
+            .append(record)
+            .map_err(|e| format!("could not save the session: {e}"))
+    }
+}
+
+fn shutdown_op() -> Object {
+    let mut op = Object::new();
+    op.insert("op".into(), Value::String("shutdown".into()));
+    op
+}
+
+fn apply_meta(
+    s: &mut Session,
+    title: Option<String>,
+    archived: Option<bool>,
+    hidden: Option<bool>,
+    group: Option<Value>,
+) {
+    if let Some(title) = title {
+        // An empty title goes back to the engine's label.
+        s.client_title = (!title.trim().is_empty()).then_some(title);
+    }
+    if let Some(archived) = archived {
+        s.archived = archived;
+    }
+    if let Some(hidden) = hidden {
+        s.hidden = hidden;
+    }
+    if let Some(group) = group {
+        s.group = (!group.is_null()).then_some(group);
+    }
+}
+
+/// The first line of `content`, at most [`TITLE_CHARS`] characters.
+fn title_from(content: &str) -> Option<String> {
+    let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(TITLE_CHARS).collect())
+}
+
+/// Refuses engine options a paired device may not send, and malformed `env`.
+fn check_options(engine: &str, options: &Object, auth: &Auth) -> Result<(), String> {
+    let names_program = engine == "acp" || options.contains_key("bin") || options.contains_key("env");
+    if names_program && *auth != Auth::Local {
+        return Err("only the desktop can choose what an engine runs".into());
+    }
+    if let Some(env) = options.get("env") {
+        let Value::Object(env) = env else {
+            return Err("options.env must be an object of strings".into());
+        };
+        for (name, value) in env {
+            let plain = !name.is_empty()
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !plain || name.starts_with("DYLD_") || name.starts_with("LD_") {
+                return Err(format!("options.env: {name} is not an allowed variable name"));
+            }
+            if !value.is_string() {
+                return Err(format!("options.env: {name} must be a string"));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Inner {
+    /// Queues a frame for every client, ending the watches of clients dropped as too slow.
+    pub(crate) fn broadcast(&mut self, frame: &Value) {
+        for dropped in self.clients.broadcast(frame) {
+            self.sessions.unwatch_all(dropped);
+        }
+    }
+
+    fn broadcast_sessions(&mut self) {
+        let frame = to_value(&Reply::to(None, self.sessions.list_event()));
+        self.broadcast(&frame);
+    }
+}
+
+impl Hub {
+    fn engine_factory(&self, name: &str) -> Result<Arc<dyn jucode_engine::EngineFactory>, String> {
+        if !ENGINE_NAMES.contains(&name) {
+            return Err(format!(
+                "unknown engine `{name}` (expected jucode, claude, codex or acp)"
+            ));
+        }
+        self.config.engines.get(name).cloned().ok_or_else(|| {
+            if name == "jucode" {
+                "the jucode engine is not available in this build: set JUCODE_SERVE_BIN to a program that speaks the serve protocol v2".to_string()
+            } else {
+                format!("the {name} engine is not available in this build")
+            }
+        })
+    }
+
+    /// Starts `session`'s engine and the task that carries its events. The caller holds the
+    /// lock and has checked the session exists and is not running.
+    fn start_engine(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        session: &str,
+        options: Object,
+        resume: bool,
+    ) -> Result<(), String> {
+        let (engine, cwd, chat) = {
+            let s = inner
+                .sessions
+                .map
+                .get(session)
+                .ok_or_else(|| format!("unknown session {session}"))?;
+            (s.engine.clone(), s.cwd.clone(), s.chat)
+        };
+        let factory = self.engine_factory(&engine)?;
+        let mut options = options;
+        if chat {
+            options.insert("chat".into(), Value::Bool(true));
+        }
+        let extra_dirs = inner.workspaces.dirs_for(&cwd);
+        let handle = factory
+            .start(StartSpec {
+                session: session.to_string(),
+                cwd,
+                extra_dirs,
+                options,
+                resume,
+            })
+            .map_err(|e| e.to_string())?;
+        inner.sessions.next_generation += 1;
+        let generation = inner.sessions.next_generation;
+        let (done, _) = watch::channel(false);
+        if let Some(s) = inner.sessions.map.get_mut(session) {
+            s.running = Some(Running {
+                ops: handle.ops,
+                generation,
+                done,
+            });
+            s.busy = false;
+            s.view = View::default();
+        }
+        let hub = self.clone();
+        let id = session.to_string();
+        let mut events = handle.events;
+        tokio::spawn(async move {
+            let mut exited = false;
+            while let Some(output) = events.recv().await {
+                exited = matches!(output, EngineOutput::Exited { .. });
+                hub.on_engine(&id, generation, output);
+                if exited {
+                    break;
+                }
+            }
+            if !exited {
+                hub.on_engine(
+                    &id,
+                    generation,
+                    EngineOutput::Exited {
+                        error: Some("the engine stopped without a word".into()),
+                    },
+                );
+            }
+        });
+        Ok(())
+    }
+
+    pub(crate) fn session_create(
+        self: &Arc<Self>,
+        client: ClientId,
+        auth: &Auth,
+        id: Option<Value>,
+        req: CreateRequest,
+    ) -> Result<(), String> {
+        let engine = req.engine.unwrap_or_else(default_engine);
+        check_options(&engine, &req.options, auth)?;
+        if req.agent.is_some() {
+            return Err("agents are not available in this daemon yet".into());
+        }
+        let cwd = if req.chat {
+            let chats = self.config.home.join("chats");
+            std::fs::create_dir_all(&chats).map_err(|e| format!("{}: {e}", chats.display()))?;
+            chats
+        } else {
+            let cwd = req
+                .cwd
+                .ok_or("session_create needs cwd, agent or chat: true")?;
+            self.resolve_user_path(&cwd)?
+        };
+        self.engine_factory(&engine)?;
+        let session = new_uuid().map_err(|e| e.to_string())?;
+        let at = now_ms();
+        let mut inner = self.lock();
+        inner.sessions.append(&Record::Open {
+            session: session.clone(),
+            cwd: cwd.display().to_string(),
+            engine: engine.clone(),
+            agent: None,
+            chat: req.chat,
+            at,
+        })?;
+        inner.sessions.map.insert(
+            session.clone(),
+            Session::new(session.clone(), cwd, engine, req.chat, None, at),
+        );
+        if let Err(e) = self.start_engine(&mut inner, &session, req.options, false) {
+            let _ = inner.sessions.append(&Record::Close {
+                session: session.clone(),
+                at: now_ms(),
+            });
+            inner.broadcast_sessions();
+            return Err(e);
+        }
+        let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
+        inner.clients.send(client, &reply);
+        inner.broadcast_sessions();
+        Ok(())
+    }
+
+    pub(crate) fn session_open(
+        self: &Arc<Self>,
+        client: ClientId,
+        auth: &Auth,
+        id: Option<Value>,
+        req: OpenRequest,
+    ) -> Result<(), String> {
+        let mut inner = self.lock();
+        let known = inner.sessions.map.get(&req.session).map(|s| s.engine.clone());
+        let engine = req
+            .engine
+            .clone()
+            .or(known.clone())
+            .unwrap_or_else(default_engine);
+        check_options(&engine, &req.options, auth)?;
+        let reply = to_value(&Reply::to(
+            id,
+            DaemonEvent::SessionOpened {
+                session: req.session.clone(),
+            },
+        ));
+        match inner.sessions.map.get(&req.session) {
+            Some(s) if s.running.is_some() => {
+                inner.clients.send(client, &reply);
+                return Ok(());
+            }
+            Some(_) => {}
+            None => {
+                let Some(cwd) = req.cwd.as_deref() else {
+                    return Err(format!(
+                        "unknown session {}; to open a conversation saved in a directory, also send its cwd",
+                        req.session
+                    ));
+                };
+                if req.session.is_empty() || req.session.len() > 200 || req.session.contains(['/', '\0']) {
+                    return Err(format!("{:?} is not a session id", req.session));
+                }
+                self.engine_factory(&engine)?;
+                let cwd = self.resolve_user_path(cwd)?;
+                let at = now_ms();
+                let chat = cwd.starts_with(self.config.home.join("chats"));
+                inner.sessions.map.insert(
+                    req.session.clone(),
+                    Session::new(req.session.clone(), cwd, engine.clone(), chat, None, at),
+                );
+            }
+        }
+        let (cwd, chat, agent) = match inner.sessions.map.get_mut(&req.session) {
+            Some(s) => {
+                s.engine = engine.clone();
+                (s.cwd.display().to_string(), s.chat, s.agent.clone())
+            }
+            None => return Err(format!("unknown session {}", req.session)),
+        };
+        inner.sessions.append(&Record::Open {
+            session: req.session.clone(),
+            cwd,
+            engine,
+            agent,
+            chat,
+            at: now_ms(),
+        })?;
+        self.start_engine(&mut inner, &req.session, req.options, true)?;
+        if let Some(s) = inner.sessions.map.get_mut(&req.session) {
+            s.updated_at = now_ms();
+        }
+        inner.clients.send(client, &reply);
+        inner.broadcast_sessions();
+        Ok(())
+    }
+
+    pub(crate) fn session_close(&self, session: &str) -> Result<(), String> {
+        let inner = self.lock();
+        let s = inner
+            .sessions
+            .map
+            .get(session)
+            .ok_or_else(|| format!("unknown session {session}"))?;
+        let Some(running) = &s.running else {
+            return Err(format!("session {session} is not open"));
+        };
+        // session_closed follows once the engine has stopped (see on_engine).
+        let _ = running.ops.send(shutdown_op());
+        Ok(())
+    }
+
+    pub(crate) fn session_meta(
+        &self,
+        session: &str,
+        title: Option<String>,
+        archived: Option<bool>,
+        hidden: Option<bool>,
+        group: Option<Value>,
+    ) -> Result<(), String> {
+        let mut inner = self.lock();
+        if !inner.sessions.map.contains_key(session) {
+            return Err(format!("unknown session {session}"));
+        }
+        let at = now_ms();
+        inner.sessions.append(&Record::Meta {
+            session: session.to_string(),
+            title: title.clone(),
+            archived,
+            hidden,
+            group: group.clone(),
+            at,
+        })?;
+        if let Some(s) = inner.sessions.map.get_mut(session) {
+            apply_meta(s, title, archived, hidden, group);
+            s.updated_at = at;
+        }
+        inner.broadcast_sessions();
+        Ok(())
+    }
+
+    pub(crate) fn watch(
+        &self,
+        client: ClientId,
+        id: Option<Value>,
+        session: &str,
+        on: bool,
+    ) -> Result<(), String> {
+        let mut inner = self.lock();
+        let s = inner
+            .sessions
+            .map
+            .get_mut(session)
+            .ok_or_else(|| format!("unknown session {session}"))?;
+        let mut frames = vec![to_value(&Reply::to(
+            id,
+            DaemonEvent::Watching {
+                session: session.to_string(),
+                watching: on,
+            },
+        ))];
+        if on {
+            if s.watchers.insert(client) && s.watchers.len() == 1 {
+                s.send(json!({"op":"set_attended","attended":true}));
+            }
+            frames.extend(snapshot(s).into_iter().map(|e| Value::Object(e.0)));
+        } else if s.watchers.remove(&client) && s.watchers.is_empty() {
+            s.send(json!({"op":"set_attended","attended":false}));
+        }
+        for frame in frames {
+            inner.clients.send(client, &frame);
+        }
+        inner.broadcast_sessions();
+        Ok(())
+    }
+
+    /// Forwards an op that names a session to that session's engine.
+    pub(crate) fn session_op(&self, _client: ClientId, frame: ClientFrame) -> Result<(), String> {
+        let Some(session) = frame.session.as_deref() else {
+            return Err(format!("{} requires session", frame.op));
+        };
+        if frame.op == "set_attended" {
+            return Err("the daemon sets attended from watch/unwatch".into());
+        }
+        let input = frame.fields.get("input").and_then(Value::as_str).unwrap_or("");
+        if frame.op == "command" {
+            let word = input.split_whitespace().next().unwrap_or("");
+            if matches!(word, "/new" | "/resume" | "/clear") {
+                return Err(format!(
+                    "a hosted session keeps one conversation: use session_create or session_open instead of {word}"
+                ));
+            }
+            if matches!(word, "/quit" | "/exit") {
+                return self.session_close(session);
+            }
+        }
+        let inner = self.lock();
+        let s = inner
+            .sessions
+            .map
+            .get(session)
+            .ok_or_else(|| format!("unknown session {session}"))?;
+        let Some(running) = &s.running else {
+            return Err(format!("session {session} is not open; send session_open first"));
+        };
+        running
+            .ops
+            .send(frame.engine_op())
+            .map_err(|_| format!("session {session} is stopping"))
+    }
+
+    /// Everything an engine emits passes here: state kept for snapshots, then broadcast.
+    fn on_engine(&self, session: &str, generation: u64, output: EngineOutput) {
+        let mut inner = self.lock();
+        let shutting_down = inner.sessions.shutting_down;
+        let Some(s) = inner.sessions.map.get_mut(session) else {
+            return;
+        };
+        if s.running.as_ref().map(|r| r.generation) != Some(generation) {
+            return;
+        }
+        match output {
+            EngineOutput::Event(event) => {
+                let was_busy = s.busy;
+                s.view.apply(&event);
+                let mut title = None;
+                match event.kind() {
+                    "user_message" => {
+                        s.busy = true;
+                        s.updated_at = now_ms();
+                        if s.client_title.is_none() && s.auto_title.is_none() {
+                            title = event.str("content").and_then(title_from);
+                        }
+                    }
+                    "connecting" => s.busy = true,
+                    _ if event.is_ready() => {
+                        s.busy = false;
+                        s.updated_at = now_ms();
+                    }
+                    _ => {}
+                }
+                let changed = was_busy != s.busy || title.is_some();
+                if let Some(title) = &title {
+                    s.auto_title = Some(title.clone());
+                }
+                let frame = Value::Object(event.with_session(session).0);
+                if let Some(title) = title {
+                    let record = Record::Title {
+                        session: session.to_string(),
+                        title,
+                        at: now_ms(),
+                    };
+                    if let Err(e) = inner.sessions.append(&record) {
+                        tracing::error!("{e}");
+                    }
+                }
+                inner.broadcast(&frame);
+                if changed {
+                    inner.broadcast_sessions();
+                }
+            }
+            EngineOutput::Exited { error } => {
+                let running = s.running.take();
+                s.busy = false;
+                s.watchers.clear();
+                if let Some(error) = &error {
+                    tracing::warn!(session, "engine stopped: {error}");
+                    let frame = json!({
+                        "type": "error",
+                        "session": session,
+                        "message": format!("the engine stopped: {error}"),
+                    });
+                    inner.broadcast(&frame);
+                }
+                if !shutting_down {
+                    let record = Record::Close {
+                        session: session.to_string(),
+                        at: now_ms(),
+                    };
+                    if let Err(e) = inner.sessions.append(&record) {
+                        tracing::error!("{e}");
+                    }
+                }
+                let closed = to_value(&Reply::to(
+                    None,
+                    DaemonEvent::SessionClosed {
+                        session: session.to_string(),
+                    },
+                ));
+                inner.broadcast(&closed);
+                inner.broadcast_sessions();
+                if let Some(running) = running {
+                    let _ = running.done.send(true);
+                }
+            }
+        }
+    }
+}
+
+/// A watcher's snapshot: latest state events, the transcript so far, `connecting` while a turn
+/// runs, open approvals, and the attended state.
+fn snapshot(s: &Session) -> Vec<Event> {
+    let mut out = Vec::new();
+    for kind in STATE_EVENTS {
+        if let Some(event) = s.view.state.get(*kind) {
+            out.push(event.clone().with_session(&s.id));
+        }
+    }
+    out.push(
+        Event::new("transcript", json!({ "items": s.view.transcript })).with_session(&s.id),
+    );
+    if s.busy {
+        out.push(Event::new("connecting", json!({})).with_session(&s.id));
+    }
+    for (_, approval) in &s.view.approvals {
+        out.push(approval.clone().with_session(&s.id));
+    }
+    out.push(
+        Event::new("attended", json!({ "attended": !s.watchers.is_empty() })).with_session(&s.id),
+    );
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles_take_the_first_non_empty_line_up_to_40_chars() {
+        assert_eq!(title_from("\n  fix the bug\nmore").as_deref(), Some("fix the bug"));
+        let long = "x".repeat(50);
+        assert_eq!(title_from(&long).map(|t| t.chars().count()), Some(40));
+        assert_eq!(title_from("  \n "), None);
+    }
+
+    #[test]
+    fn devices_may_not_name_programs() {
+        let mut options = Object::new();
+        options.insert("bin".into(), json!("/bin/sh"));
+        let device = Auth::Device("d".into());
+        assert!(check_options("claude", &options, &device).is_err());
+        assert!(check_options("claude", &options, &Auth::Local).is_ok());
+        assert!(check_options("acp", &Object::new(), &device).is_err());
+        let mut env = Object::new();
+        env.insert("env".into(), json!({"LD_PRELOAD": "x"}));
+        assert!(check_options("jucode", &env, &Auth::Local).is_err());
+        env.insert("env".into(), json!({"FOO_1": "x"}));
+        assert!(check_options("jucode", &env, &Auth::Local).is_ok());
+    }
+
+    #[test]
+    fn the_view_rebuilds_a_transcript_and_tracks_open_approvals() {
+        let mut view = View::default();
+        let events = [
+            json!({"type":"model_status","model":"m"}),
+            json!({"type":"user_message","content":"hi"}),
+            json!({"type":"assistant_start"}),
+            json!({"type":"assistant_delta","delta":"he"}),
+            json!({"type":"assistant_delta","delta":"llo"}),
+            json!({"type":"approval_request","call_id":"c1","name":"bash","summary":"ls","subagent_id":null,"hunks":null}),
+        ];
+        for e in events {
+            view.apply(&serde_json::from_value(e).unwrap());
+        }
+        assert_eq!(view.approvals.len(), 1);
+        assert_eq!(
+            view.transcript,
+            vec![
+                TranscriptItem::User { content: "hi".into(), images: vec![] },
+                TranscriptItem::Assistant { content: "hello".into() },
+            ]
+        );
+        view.apply(&serde_json::from_value(json!({"type":"tool_output","call_id":"c1","name":"bash","output":"ok","is_error":false})).unwrap());
+        assert!(view.approvals.is_empty());
+        assert!(view.state.contains_key("model_status"));
+    }
+}

@@ -1,0 +1,133 @@
+//! The daemon's front end: one TCP port that answers plain HTTP (the remote page, pairing) and
+//! WebSocket clients of the daemon protocol.
+//!
+//! Only this crate knows HTTP and WebSocket framing: it authenticates a connection, hands each
+//! text frame to [`jucode_hub::Hub::handle`] and writes what the hub queues back. Start at
+//! [`Server::bind`] and [`Server::serve`]; [`http`] has the plain-HTTP routes and [`ws`] the
+//! WebSocket loop.
+
+pub mod http;
+pub mod ws;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use jucode_hub::{Hub, HubConfig, HubError};
+use tokio::net::TcpListener;
+
+/// How long a client may take to send a request's headers.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the front end needs.
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    /// The remote page's files, if any.
+    pub web: Option<PathBuf>,
+    pub hub: HubConfig,
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Hub(#[from] HubError),
+    #[error("could not listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("accepting connections failed: {0}")]
+    Accept(std::io::Error),
+}
+
+/// State every connection shares.
+pub(crate) struct Shared {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) web: Option<PathBuf>,
+}
+
+/// A bound, not yet serving daemon.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Opens the hub (state directory, logs) and binds the port.
+    pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
+        let hub = Hub::open(config.hub)?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        Ok(Server {
+            listener,
+            shared: Arc::new(Shared {
+                hub,
+                web: config.web,
+            }),
+        })
+    }
+
+    /// The address actually bound (useful with port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// The hub, for hosts that need it (tests, admin commands).
+    pub fn hub(&self) -> Arc<Hub> {
+        self.shared.hub.clone()
+    }
+
+    /// Serves until `shutdown` completes, then stops every engine.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                accepted = self.listener.accept() => {
+                    let (stream, _) = match accepted {
+                        Ok(pair) => pair,
+                        Err(e) if is_transient(&e) => {
+                            // Out of file descriptors and similar: back off instead of spinning.
+                            tracing::warn!("accept: {e}");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        Err(e) => return Err(ServerError::Accept(e)),
+                    };
+                    let _ = stream.set_nodelay(true);
+                    let shared = self.shared.clone();
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req| http::route(req, shared.clone()));
+                        let conn = http1::Builder::new()
+                            .timer(TokioTimer::new())
+                            .header_read_timeout(HEADER_TIMEOUT)
+                            .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades();
+                        if let Err(e) = conn.await {
+                            tracing::debug!("connection: {e}");
+                        }
+                    });
+                }
+            }
+        }
+        self.shared.hub.shutdown().await;
+        Ok(())
+    }
+}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    !matches!(
+        e.kind(),
+        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::PermissionDenied
+    )
+}
