@@ -1,15 +1,11 @@
-//! `jucode-daemon`: parses arguments and runs the daemon (`jucode_server`).
+//! `jucode-daemon`: parses arguments and runs the daemon ([`jucode_server::run`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use jucode_engine::EngineFactory;
-use jucode_engine::process::ServeProcess;
-use jucode_hub::HubConfig;
-use jucode_server::{Server, ServerConfig};
+use jucode_server::DaemonOptions;
 
 /// The hosted relay, used when the relay is turned on and no --relay is given.
 const DEFAULT_RELAY: &str = "wss://app.jucode.net/relay/v1";
@@ -34,7 +30,7 @@ struct Args {
     #[arg(long, env = "JUCODE_HOME")]
     home: Option<PathBuf>,
     /// A program speaking the serve protocol v2 to run as the jucode engine.
-    #[arg(long, env = "JUCODE_SERVE_BIN", hide = true)]
+    #[arg(long, env = "JUCODE_SERVE_BIN")]
     serve_bin: Option<PathBuf>,
 }
 
@@ -47,53 +43,36 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    let options = DaemonOptions {
+        listen: args.listen,
+        web: args.web,
+        relay: (!args.no_relay).then_some(args.relay),
+        home: args.home,
+        serve_bin: args.serve_bin,
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(run(args))
-}
-
-async fn run(args: Args) -> Result<()> {
-    let user_home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .context("HOME is not set")?;
-    let home = args.home.unwrap_or_else(|| user_home.join(".jucode"));
-    let web = args.web.or_else(|| {
-        let exe = std::env::current_exe().ok()?;
-        let dir = exe.parent()?.join("web");
-        dir.is_dir().then_some(dir)
-    });
-    let mut engines: std::collections::HashMap<String, Arc<dyn EngineFactory>> =
-        Default::default();
-    if let Some(program) = args.serve_bin {
-        engines.insert("jucode".into(), Arc::new(ServeProcess { program }));
-    }
-    let server = Server::bind(ServerConfig {
-        listen: args.listen,
-        web,
-        hub: HubConfig {
-            home,
-            user_home,
-            version: env!("CARGO_PKG_VERSION").into(),
-            relay_url: (!args.no_relay).then_some(args.relay),
-            engines,
+    runtime.block_on(jucode_server::run(
+        options,
+        |addr, token| {
+            println!("jucode daemon listening on http://{addr}");
+            println!("token: {}", token.display());
         },
-    })
-    .await?;
-    let addr = server
-        .local_addr()
-        .context("the listening socket has no address")?;
-    println!("jucode daemon listening on http://{addr}");
-    println!("token: {}", server.hub().token_path().display());
-    server.serve(shutdown_signal()).await?;
+        shutdown_signal(),
+    ))?;
     Ok(())
 }
 
+/// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         // Without signal handlers the daemon runs until killed.
         std::future::pending::<()>().await;
         return;

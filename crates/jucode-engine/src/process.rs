@@ -61,7 +61,9 @@ impl EngineFactory for ServeProcess {
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
         else {
-            return Err(EngineError::Unavailable("engine stdio was not piped".into()));
+            return Err(EngineError::Unavailable(
+                "engine stdio was not piped".into(),
+            ));
         };
         let pid = child.id();
         tokio::spawn(write_ops(stdin, ops, stopping.clone(), pid));

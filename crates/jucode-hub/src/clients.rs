@@ -116,7 +116,11 @@ impl Clients {
         self.broadcast_except(frame, None)
     }
 
-    pub(crate) fn broadcast_except(&mut self, frame: &Value, except: Option<ClientId>) -> Vec<ClientId> {
+    pub(crate) fn broadcast_except(
+        &mut self,
+        frame: &Value,
+        except: Option<ClientId>,
+    ) -> Vec<ClientId> {
         let text: Arc<str> = frame.to_string().into();
         let mut dropped = Vec::new();
         for id in self.ids() {

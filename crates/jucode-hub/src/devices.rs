@@ -129,14 +129,24 @@ impl Devices {
         Ok(DaemonEvent::Pairing { code, expires_at })
     }
 
-    pub(crate) fn pair(&mut self, code: &str, name: &str) -> Result<Paired, PairError> {
+    /// Whether pairing is refused for now after too many wrong codes.
+    pub(crate) fn pairing_blocked(&mut self) -> bool {
         let now = now_ms();
-        while self.failures.front().is_some_and(|t| now.saturating_sub(*t) > 60_000) {
+        while self
+            .failures
+            .front()
+            .is_some_and(|t| now.saturating_sub(*t) > 60_000)
+        {
             self.failures.pop_front();
         }
-        if self.failures.len() >= MAX_FAILURES_PER_MINUTE {
+        self.failures.len() >= MAX_FAILURES_PER_MINUTE
+    }
+
+    pub(crate) fn pair(&mut self, code: &str, name: &str) -> Result<Paired, PairError> {
+        if self.pairing_blocked() {
             return Err(PairError::TooManyAttempts);
         }
+        let now = now_ms();
         let code = code.trim().to_ascii_uppercase();
         // Single use: the code is gone whether or not it was still valid.
         match self.codes.remove(&code) {

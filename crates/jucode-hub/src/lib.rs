@@ -124,7 +124,10 @@ impl Hub {
         if !token.is_empty() && bool::from(token.as_bytes().ct_eq(self.token.as_bytes())) {
             return Some(Auth::Local);
         }
-        self.lock().devices.device_for_token(token).map(Auth::Device)
+        self.lock()
+            .devices
+            .device_for_token(token)
+            .map(Auth::Device)
     }
 
     /// Registers a connection and queues its connect batch (`hello` first).
@@ -163,7 +166,10 @@ impl Hub {
                 requirements: vec![],
             },
         ];
-        events.into_iter().map(|e| to_value(&Reply::to(None, e))).collect()
+        events
+            .into_iter()
+            .map(|e| to_value(&Reply::to(None, e)))
+            .collect()
     }
 
     /// Forgets a connection: its watches end (which may leave sessions unattended).
@@ -189,7 +195,11 @@ impl Hub {
         }
     }
 
-    async fn dispatch(self: &Arc<Self>, client: ClientId, frame: ClientFrame) -> Result<(), String> {
+    async fn dispatch(
+        self: &Arc<Self>,
+        client: ClientId,
+        frame: ClientFrame,
+    ) -> Result<(), String> {
         let Some(auth) = self.lock().clients.auth(client) else {
             return Ok(());
         };
@@ -237,32 +247,46 @@ impl Hub {
                 options,
                 agent,
                 chat,
-            } => self.session_create(client, &auth, id, sessions::CreateRequest {
-                cwd,
-                engine,
-                options: options.unwrap_or_default(),
-                agent,
-                chat,
-            }),
+            } => self.session_create(
+                client,
+                &auth,
+                id,
+                sessions::CreateRequest {
+                    cwd,
+                    engine,
+                    options: options.unwrap_or_default(),
+                    agent,
+                    chat,
+                },
+            ),
             DaemonOp::SessionOpen {
                 session,
                 cwd,
                 engine,
                 options,
-            } => self.session_open(client, &auth, id, sessions::OpenRequest {
-                session,
-                cwd,
-                engine,
-                options: options.unwrap_or_default(),
-            }),
+            } => self.session_open(
+                client,
+                &auth,
+                id,
+                sessions::OpenRequest {
+                    session,
+                    cwd,
+                    engine,
+                    options: options.unwrap_or_default(),
+                },
+            ),
             DaemonOp::SessionClose { session } => self.session_close(&session),
             DaemonOp::Watch { session } => self.watch(client, id, &session, true),
             DaemonOp::Unwatch { session } => self.watch(client, id, &session, false),
             DaemonOp::ActionsList => {
-                self.reply(client, id, DaemonEvent::Actions {
-                    actions: vec![],
-                    closed: vec![],
-                });
+                self.reply(
+                    client,
+                    id,
+                    DaemonEvent::Actions {
+                        actions: vec![],
+                        closed: vec![],
+                    },
+                );
                 Ok(())
             }
             DaemonOp::Workspaces => {
@@ -323,9 +347,10 @@ impl Hub {
                 for dropped in inner.clients.drop_device(&device) {
                     inner.sessions.unwatch_all(dropped);
                 }
-                inner
-                    .clients
-                    .send(client, &to_value(&Reply::to(id, DaemonEvent::DeviceRevoked { device })));
+                inner.clients.send(
+                    client,
+                    &to_value(&Reply::to(id, DaemonEvent::DeviceRevoked { device })),
+                );
                 Ok(())
             }
             DaemonOp::RelayStatus => {
@@ -359,6 +384,11 @@ impl Hub {
             host: None,
             url: self.config.relay_url.clone(),
         }
+    }
+
+    /// Whether `/api/pair` refuses every attempt for now (too many wrong codes lately).
+    pub fn pairing_blocked(&self) -> bool {
+        self.lock().devices.pairing_blocked()
     }
 
     /// Trades a pairing code for a device (`POST /api/pair`).
@@ -410,7 +440,12 @@ impl Hub {
     }
 
     /// Makes `parent/name` for `project_create` (optionally `git init`), under the user's home.
-    async fn make_project_dir(&self, parent: &str, name: &str, git_init: bool) -> Result<PathBuf, String> {
+    async fn make_project_dir(
+        &self,
+        parent: &str,
+        name: &str,
+        git_init: bool,
+    ) -> Result<PathBuf, String> {
         let name = name.trim();
         if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
             return Err(format!("{name:?} is not a folder name"));

@@ -85,7 +85,8 @@ impl View {
         }
         match event.known() {
             Some(Known::UserMessage { content, images }) => {
-                self.transcript.push(TranscriptItem::User { content, images });
+                self.transcript
+                    .push(TranscriptItem::User { content, images });
             }
             Some(Known::AssistantStart) => self.transcript.push(TranscriptItem::Assistant {
                 content: String::new(),
@@ -149,7 +150,14 @@ struct Session {
 }
 
 impl Session {
-    fn new(id: String, cwd: PathBuf, engine: String, chat: bool, agent: Option<String>, at: u64) -> Session {
+    fn new(
+        id: String,
+        cwd: PathBuf,
+        engine: String,
+        chat: bool,
+        agent: Option<String>,
+        at: u64,
+    ) -> Session {
         Session {
             id,
             cwd,
@@ -240,7 +248,14 @@ impl Sessions {
                     at,
                 } => {
                     let s = map.entry(session.clone()).or_insert_with(|| {
-                        Session::new(session, PathBuf::from(&cwd), engine.clone(), chat, agent.clone(), at)
+                        Session::new(
+                            session,
+                            PathBuf::from(&cwd),
+                            engine.clone(),
+                            chat,
+                            agent.clone(),
+                            at,
+                        )
                     });
                     s.cwd = PathBuf::from(cwd);
                     s.engine = engine;
@@ -383,7 +398,8 @@ fn title_from(content: &str) -> Option<String> {
 
 /// Refuses engine options a paired device may not send, and malformed `env`.
 fn check_options(engine: &str, options: &Object, auth: &Auth) -> Result<(), String> {
-    let names_program = engine == "acp" || options.contains_key("bin") || options.contains_key("env");
+    let names_program =
+        engine == "acp" || options.contains_key("bin") || options.contains_key("env");
     if names_program && *auth != Auth::Local {
         return Err("only the desktop can choose what an engine runs".into());
     }
@@ -392,10 +408,12 @@ fn check_options(engine: &str, options: &Object, auth: &Auth) -> Result<(), Stri
             return Err("options.env must be an object of strings".into());
         };
         for (name, value) in env {
-            let plain = !name.is_empty()
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            let plain =
+                !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
             if !plain || name.starts_with("DYLD_") || name.starts_with("LD_") {
-                return Err(format!("options.env: {name} is not an allowed variable name"));
+                return Err(format!(
+                    "options.env: {name} is not an allowed variable name"
+                ));
             }
             if !value.is_string() {
                 return Err(format!("options.env: {name} must be a string"));
@@ -564,7 +582,11 @@ impl Hub {
         req: OpenRequest,
     ) -> Result<(), String> {
         let mut inner = self.lock();
-        let known = inner.sessions.map.get(&req.session).map(|s| s.engine.clone());
+        let known = inner
+            .sessions
+            .map
+            .get(&req.session)
+            .map(|s| s.engine.clone());
         let engine = req
             .engine
             .clone()
@@ -590,7 +612,10 @@ impl Hub {
                         req.session
                     ));
                 };
-                if req.session.is_empty() || req.session.len() > 200 || req.session.contains(['/', '\0']) {
+                if req.session.is_empty()
+                    || req.session.len() > 200
+                    || req.session.contains(['/', '\0'])
+                {
                     return Err(format!("{:?} is not a session id", req.session));
                 }
                 self.engine_factory(&engine)?;
@@ -714,7 +739,11 @@ impl Hub {
         if frame.op == "set_attended" {
             return Err("the daemon sets attended from watch/unwatch".into());
         }
-        let input = frame.fields.get("input").and_then(Value::as_str).unwrap_or("");
+        let input = frame
+            .fields
+            .get("input")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if frame.op == "command" {
             let word = input.split_whitespace().next().unwrap_or("");
             if matches!(word, "/new" | "/resume" | "/clear") {
@@ -733,7 +762,9 @@ impl Hub {
             .get(session)
             .ok_or_else(|| format!("unknown session {session}"))?;
         let Some(running) = &s.running else {
-            return Err(format!("session {session} is not open; send session_open first"));
+            return Err(format!(
+                "session {session} is not open; send session_open first"
+            ));
         };
         running
             .ops
@@ -838,9 +869,7 @@ fn snapshot(s: &Session) -> Vec<Event> {
             out.push(event.clone().with_session(&s.id));
         }
     }
-    out.push(
-        Event::new("transcript", json!({ "items": s.view.transcript })).with_session(&s.id),
-    );
+    out.push(Event::new("transcript", json!({ "items": s.view.transcript })).with_session(&s.id));
     if s.busy {
         out.push(Event::new("connecting", json!({})).with_session(&s.id));
     }
@@ -860,7 +889,10 @@ mod tests {
 
     #[test]
     fn titles_take_the_first_non_empty_line_up_to_40_chars() {
-        assert_eq!(title_from("\n  fix the bug\nmore").as_deref(), Some("fix the bug"));
+        assert_eq!(
+            title_from("\n  fix the bug\nmore").as_deref(),
+            Some("fix the bug")
+        );
         let long = "x".repeat(50);
         assert_eq!(title_from(&long).map(|t| t.chars().count()), Some(40));
         assert_eq!(title_from("  \n "), None);
@@ -899,8 +931,13 @@ mod tests {
         assert_eq!(
             view.transcript,
             vec![
-                TranscriptItem::User { content: "hi".into(), images: vec![] },
-                TranscriptItem::Assistant { content: "hello".into() },
+                TranscriptItem::User {
+                    content: "hi".into(),
+                    images: vec![]
+                },
+                TranscriptItem::Assistant {
+                    content: "hello".into()
+                },
             ]
         );
         view.apply(&serde_json::from_value(json!({"type":"tool_output","call_id":"c1","name":"bash","output":"ok","is_error":false})).unwrap());

@@ -101,7 +101,10 @@ impl Workspaces {
         let path_str = path.display().to_string();
         let target = &mut list[index];
         if target.projects.iter().any(|p| p.path == path_str) {
-            return Err(format!("{path_str} is already a project of {}", target.name));
+            return Err(format!(
+                "{path_str} is already a project of {}",
+                target.name
+            ));
         }
         let name = project_name
             .filter(|n| !n.trim().is_empty())
@@ -126,7 +129,9 @@ impl Workspaces {
         let before = w.projects.len();
         w.projects.retain(|p| p.id != project);
         if w.projects.len() == before {
-            return Err(format!("unknown project {project} in workspace {workspace}"));
+            return Err(format!(
+                "unknown project {project} in workspace {workspace}"
+            ));
         }
         self.save(list)
     }
@@ -136,11 +141,17 @@ fn validate(workspaces: &[Workspace]) -> Result<(), String> {
     let mut ids = std::collections::HashSet::new();
     for w in workspaces {
         if w.id.is_empty() || !ids.insert(w.id.as_str()) {
-            return Err(format!("workspace ids must be unique and not empty ({:?})", w.id));
+            return Err(format!(
+                "workspace ids must be unique and not empty ({:?})",
+                w.id
+            ));
         }
         for p in &w.projects {
             if p.id.is_empty() || !ids.insert(p.id.as_str()) {
-                return Err(format!("project ids must be unique and not empty ({:?})", p.id));
+                return Err(format!(
+                    "project ids must be unique and not empty ({:?})",
+                    p.id
+                ));
             }
             if !Path::new(&p.path).is_absolute() {
                 return Err(format!("project {}: path must be absolute", p.id));

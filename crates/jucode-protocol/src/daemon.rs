@@ -480,10 +480,14 @@ mod tests {
         assert_eq!(f.id, Some(json!(7)));
         assert_eq!(f.session.as_deref(), Some("s1"));
         assert!(f.is_daemon_op());
-        let f = ClientFrame::parse(r#"{"op":"user_message","session":"s1","id":"a","content":"hi"}"#)
-            .unwrap();
+        let f =
+            ClientFrame::parse(r#"{"op":"user_message","session":"s1","id":"a","content":"hi"}"#)
+                .unwrap();
         assert!(!f.is_daemon_op());
-        assert_eq!(Value::Object(f.engine_op()), json!({"op":"user_message","content":"hi"}));
+        assert_eq!(
+            Value::Object(f.engine_op()),
+            json!({"op":"user_message","content":"hi"})
+        );
     }
 
     #[test]

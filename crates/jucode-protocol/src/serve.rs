@@ -239,10 +239,13 @@ mod tests {
         ];
         for frame in turn {
             let event: Event = serde_json::from_value(frame.clone()).unwrap();
-            let known = event.known().unwrap_or_else(|| panic!("not known: {frame}"));
+            let known = event
+                .known()
+                .unwrap_or_else(|| panic!("not known: {frame}"));
             assert_eq!(serde_json::to_value(&known).unwrap(), frame);
         }
-        let ready: Event = serde_json::from_value(json!({"type":"status","message":"ready"})).unwrap();
+        let ready: Event =
+            serde_json::from_value(json!({"type":"status","message":"ready"})).unwrap();
         assert!(ready.is_ready());
     }
 
@@ -252,7 +255,10 @@ mod tests {
         let event: Event = serde_json::from_value(raw).unwrap();
         assert!(event.known().is_none());
         let stamped = serde_json::to_value(event.with_session("s1")).unwrap();
-        assert_eq!(stamped, json!({"type":"goal","goal":null,"extra":[1,2],"session":"s1"}));
+        assert_eq!(
+            stamped,
+            json!({"type":"goal","goal":null,"extra":[1,2],"session":"s1"})
+        );
     }
 
     #[test]
@@ -274,7 +280,8 @@ mod tests {
             assert_eq!(serde_json::to_value(&op).unwrap(), frame);
         }
         // Aliases are read and the canonical name goes back.
-        let op: Op = serde_json::from_value(json!({"op":"set_approval_mode","mode":"full-auto"})).unwrap();
+        let op: Op =
+            serde_json::from_value(json!({"op":"set_approval_mode","mode":"full-auto"})).unwrap();
         assert_eq!(
             serde_json::to_value(&op).unwrap(),
             json!({"op":"set_approval_mode","mode":"full-access"})

@@ -46,7 +46,10 @@ pub(crate) async fn route(
         _ => text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
     };
     let headers = response.headers_mut();
-    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     Ok(response)
@@ -65,12 +68,20 @@ pub(crate) fn text(status: StatusCode, body: &str) -> Response<Body> {
 fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
     let mut r = Response::new(Body::from(body.to_string()));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
 async fn pair(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
+    if shared.hub.pairing_blocked() {
+        return json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"error": PairError::TooManyAttempts.to_string()}),
+        );
+    }
     let body = match Limited::new(req.into_body(), PAIR_BODY_MAX).collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => {
@@ -94,12 +105,14 @@ async fn pair(req: Request<Incoming>, shared: &Shared) -> Response<Body> {
         Err(e @ PairError::WrongCode) => {
             json_response(StatusCode::FORBIDDEN, json!({"error": e.to_string()}))
         }
-        Err(e @ PairError::TooManyAttempts) => {
-            json_response(StatusCode::TOO_MANY_REQUESTS, json!({"error": e.to_string()}))
-        }
-        Err(e @ PairError::Store(_)) => {
-            json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()}))
-        }
+        Err(e @ PairError::TooManyAttempts) => json_response(
+            StatusCode::TOO_MANY_REQUESTS,
+            json!({"error": e.to_string()}),
+        ),
+        Err(e @ PairError::Store(_)) => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"error": e.to_string()}),
+        ),
     }
 }
 
@@ -163,8 +176,10 @@ async fn static_file(web: Option<&Path>, request_path: &str) -> Response<Body> {
         return text(StatusCode::NOT_FOUND, "not found\n");
     };
     let mut r = Response::new(Body::from(bytes));
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type(&real)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(&real)),
+    );
     let immutable = real
         .strip_prefix(&root)
         .is_ok_and(|rel| rel.starts_with("_app/immutable"));
@@ -220,6 +235,9 @@ mod tests {
             web_path(root, "/remote/app.js"),
             Some(PathBuf::from("/srv/web/remote/app.js"))
         );
-        assert_eq!(web_path(root, "/a%20b"), Some(PathBuf::from("/srv/web/a b")));
+        assert_eq!(
+            web_path(root, "/a%20b"),
+            Some(PathBuf::from("/srv/web/a b"))
+        );
     }
 }

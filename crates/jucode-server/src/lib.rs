@@ -42,6 +42,8 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("HOME is not set")]
+    NoHome,
     #[error("accepting connections failed: {0}")]
     Accept(std::io::Error),
 }
@@ -62,12 +64,13 @@ impl Server {
     /// Opens the hub (state directory, logs) and binds the port.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
         let hub = Hub::open(config.hub)?;
-        let listener = TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| ServerError::Bind {
-                addr: config.listen,
-                source,
-            })?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    addr: config.listen,
+                    source,
+                })?;
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -123,6 +126,63 @@ impl Server {
         self.shared.hub.shutdown().await;
         Ok(())
     }
+}
+
+/// The daemon as its binary runs it: options as the command line gives them.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    pub listen: SocketAddr,
+    /// `--web`; `None` serves `web/` next to the binary when it exists.
+    pub web: Option<PathBuf>,
+    /// The relay URL, or `None` with `--no-relay`.
+    pub relay: Option<String>,
+    /// The jucode home; `None` is `~/.jucode`.
+    pub home: Option<PathBuf>,
+    /// A serve-v2 program to run as the `jucode` engine.
+    pub serve_bin: Option<PathBuf>,
+    /// The version `hello` reports.
+    pub version: String,
+}
+
+/// Runs the daemon until `shutdown` completes. `on_ready` gets the bound address and the token
+/// file's path once clients can connect.
+pub async fn run(
+    options: DaemonOptions,
+    on_ready: impl FnOnce(SocketAddr, &std::path::Path),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServerError> {
+    let user_home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .ok_or(ServerError::NoHome)?;
+    let home = options.home.unwrap_or_else(|| user_home.join(".jucode"));
+    let web = options.web.or_else(|| {
+        let exe = std::env::current_exe().ok()?;
+        let dir = exe.parent()?.join("web");
+        dir.is_dir().then_some(dir)
+    });
+    let mut engines: std::collections::HashMap<String, Arc<dyn jucode_engine::EngineFactory>> =
+        Default::default();
+    if let Some(program) = options.serve_bin {
+        engines.insert(
+            "jucode".into(),
+            Arc::new(jucode_engine::process::ServeProcess { program }),
+        );
+    }
+    let server = Server::bind(ServerConfig {
+        listen: options.listen,
+        web,
+        hub: HubConfig {
+            home,
+            user_home,
+            version: options.version,
+            relay_url: options.relay,
+            engines,
+        },
+    })
+    .await?;
+    let addr = server.local_addr().unwrap_or(options.listen);
+    on_ready(addr, &server.hub().token_path());
+    server.serve(shutdown).await
 }
 
 fn is_transient(e: &std::io::Error) -> bool {

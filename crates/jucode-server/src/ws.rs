@@ -18,8 +18,13 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use crate::Shared;
 use crate::http::{Body, text};
 
-/// The largest frame a client may send: a 4 MB upload chunk as base64 in JSON, with room.
-pub const MAX_FRAME: usize = 8 * 1024 * 1024;
+/// The largest message a client may send: a 4 MB upload chunk as base64 in JSON, with room.
+pub const MAX_MESSAGE: usize = 8 * 1024 * 1024;
+/// The largest single frame read before it is judged. Larger than [`MAX_MESSAGE`] so that a
+/// client sending a somewhat oversized frame has finished sending it when the 1009 close
+/// comes (closing while it still sends would reset the connection and lose the close frame);
+/// beyond this the connection is cut without reading the rest.
+const MAX_FRAME: usize = 2 * MAX_MESSAGE;
 /// Frames written in one go before a flush.
 const WRITE_BATCH: usize = 64;
 
@@ -40,7 +45,9 @@ fn presented_token(req: &Request<Incoming>) -> Option<String> {
     if let Some(query) = req.uri().query() {
         for pair in query.split('&') {
             if let Some(value) = pair.strip_prefix("token=") {
-                let decoded = percent_encoding::percent_decode_str(value).decode_utf8().ok()?;
+                let decoded = percent_encoding::percent_decode_str(value)
+                    .decode_utf8()
+                    .ok()?;
                 return Some(decoded.into_owned());
             }
         }
@@ -65,8 +72,10 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     };
     if !version_ok {
         let mut r = text(StatusCode::UPGRADE_REQUIRED, "WebSocket version 13 only\n");
-        r.headers_mut()
-            .insert(header::SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+        r.headers_mut().insert(
+            header::SEC_WEBSOCKET_VERSION,
+            HeaderValue::from_static("13"),
+        );
         return r;
     }
     let accept = derive_accept_key(key.as_bytes());
@@ -75,9 +84,9 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {
                 let config = WebSocketConfig::default()
-                    .max_message_size(Some(MAX_FRAME))
+                    .max_message_size(Some(MAX_MESSAGE))
                     .max_frame_size(Some(MAX_FRAME))
-                    .max_write_buffer_size(4 * MAX_FRAME);
+                    .max_write_buffer_size(4 * MAX_MESSAGE);
                 let ws = WebSocketStream::from_raw_socket(
                     TokioIo::new(upgraded),
                     Role::Server,
@@ -118,7 +127,9 @@ where
         let close = loop {
             tokio::select! {
                 biased;
-                _ = kicked.changed() => {
+                // An error here only means the hub forgot the client; the close_rx or frames
+                // branch then says why.
+                Ok(()) = kicked.changed() => {
                     let kick = kicked.borrow().clone();
                     break kick.map(|k| CloseFrame { code: CloseCode::from(k.code), reason: k.reason.into() });
                 }
@@ -167,7 +178,10 @@ async fn read_loop<S>(
         match message {
             Ok(Message::Text(text)) => hub.handle(id, text.as_str()).await,
             Ok(Message::Binary(_)) => {
-                hub.send_error(id, "invalid frame: binary frames are not part of the protocol");
+                hub.send_error(
+                    id,
+                    "invalid frame: binary frames are not part of the protocol",
+                );
             }
             Ok(Message::Close(_)) => break,
             Ok(_) => {}

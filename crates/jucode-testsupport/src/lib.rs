@@ -122,6 +122,11 @@ impl Daemon {
     /// `JUCODE_SERVE_BIN` pointing at the fake engine, and waits (30 s at most) for its
     /// "listening on http://" line. Its stdout and stderr are collected into [`Daemon::logs`].
     pub async fn start(home: &Path) -> Result<Daemon> {
+        Daemon::start_with(home, &[]).await
+    }
+
+    /// As [`Daemon::start`], with more command-line arguments (e.g. `--web <dir>`).
+    pub async fn start_with(home: &Path, extra_args: &[&str]) -> Result<Daemon> {
         let daemon = daemon_bin()?;
         let engine = fake_serve_bin()?;
         std::fs::create_dir_all(home).with_context(|| format!("create {}", home.display()))?;
@@ -131,7 +136,11 @@ impl Daemon {
             .arg("--home")
             .arg(home)
             .arg("--no-relay")
+            .args(extra_args)
             .env("JUCODE_SERVE_BIN", &engine)
+            // The user's home is the temporary directory around the jucode home, so `~` and
+            // new projects stay inside the test's directory.
+            .env("HOME", home.parent().unwrap_or(home))
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -461,4 +470,104 @@ fn frame_type(frame: &Value) -> &str {
         .get("type")
         .and_then(Value::as_str)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listen_line_gives_the_address() -> Result<()> {
+        let line = "jucode daemon listening on http://127.0.0.1:45123";
+        let addr = parse_listen_line(line).context("marker not found")??;
+        assert_eq!(addr, "127.0.0.1:45123".parse::<SocketAddr>()?);
+        let addr = parse_listen_line("x listening on http://[::1]:80/ now")
+            .context("marker not found")??;
+        assert_eq!(addr.port(), 80);
+        assert!(parse_listen_line("starting up").is_none());
+        assert!(
+            parse_listen_line("listening on http://nowhere")
+                .context("marker not found")?
+                .is_err()
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_missing_binary_says_how_to_build_it() -> Result<()> {
+        let err = find_bin("no-such-binary", "some-package")
+            .err()
+            .context("found a binary that does not exist")?;
+        assert!(
+            err.to_string().contains("cargo build -p some-package"),
+            "{err}"
+        );
+        Ok(())
+    }
+}
+
+/// A plain HTTP/1.1 response: status, lower-cased headers and body.
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Result<Value> {
+        serde_json::from_slice(&self.body).context("response body is not JSON")
+    }
+}
+
+/// Sends one HTTP/1.1 request over a fresh TCP connection and reads the whole response (the
+/// daemon answers plain HTTP with `Connection: close`).
+pub async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+) -> Result<HttpResponse> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .context("connect")?;
+    let body = body.unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body).await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(RECV_TIMEOUT, stream.read_to_end(&mut raw))
+        .await
+        .context("the HTTP response did not come within 20 s")??;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("no end of headers in the response")?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .context("no status line")?;
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Ok(HttpResponse {
+        status,
+        headers,
+        body: raw[split + 4..].to_vec(),
+    })
 }

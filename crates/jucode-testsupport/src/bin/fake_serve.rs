@@ -2,7 +2,7 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n>`, `crash`; anything else is echoed back. The conversation is kept in
+//! `flood <n>`, `flood-timed <n>`, `crash`; anything else is echoed back. The conversation is kept in
 //! `<cwd>/.jucode-fake/<session>.jsonl`, deferred actions in `<session>.actions.json`.
 
 use std::collections::VecDeque;
@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::time::Instant;
 
 const VERSION: &str = "fake-0.1";
@@ -153,7 +153,7 @@ enum Flow {
 }
 
 struct Engine {
-    out: tokio::io::Stdout,
+    out: std::io::Stdout,
     session: String,
     cwd: String,
     transcript_path: PathBuf,
@@ -180,7 +180,7 @@ impl Engine {
         // Loaded even without --resume: the actions belong to the session id, not the run.
         let actions = load_actions(&actions_path)?;
         Ok(Engine {
-            out: tokio::io::stdout(),
+            out: std::io::stdout(),
             session: args.session.clone(),
             cwd: args.cwd.display().to_string(),
             transcript_path,
@@ -196,8 +196,10 @@ impl Engine {
     async fn emit(&mut self, event: Value) -> Result<()> {
         let mut line = serde_json::to_vec(&event).context("serialize event")?;
         line.push(b'\n');
-        self.out.write_all(&line).await.context("write stdout")?;
-        self.out.flush().await.context("flush stdout")
+        // A blocking write: tokio's stdout hands each line to a pool thread, ~30x slower
+        // for `flood`; blocking on a full pipe is fine since the engine has nothing else to do.
+        self.out.write_all(&line).context("write stdout")?;
+        self.out.flush().context("flush stdout")
     }
 
     async fn error(&mut self, message: impl Into<String>) -> Result<()> {
@@ -436,6 +438,23 @@ impl Engine {
                     .await?;
             }
             return self.finish(&"x".repeat(n)).await;
+        }
+        if let Some(n) = content
+            .strip_prefix("flood-timed ")
+            .and_then(|s| s.trim().parse::<usize>().ok())
+        {
+            // For the fan-out bench: each delta carries its emission time, so a client can
+            // measure the daemon's latency frame by frame.
+            self.emit(json!({"type": "assistant_start"})).await?;
+            for _ in 0..n {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                self.emit(json!({"type": "assistant_delta", "delta": format!("t{nanos}")}))
+                    .await?;
+            }
+            return self.finish(&format!("flooded {n}")).await;
         }
         if content == "crash" {
             // Simulates an engine dying mid-turn: no further output, no cleanup.
