@@ -1,1 +1,80 @@
-fn main() {}
+//! Project automation: `cargo xtask <command>`. Run with no command for the list.
+
+mod bench;
+mod ci;
+mod conformance;
+mod daemon;
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <command>
+
+commands:
+  conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
+                                     (FILTER: run only fixtures whose name contains it)
+  bench [--quick] [--no-build]       event fan-out and cold start against in-process references
+  ci                                 fmt, clippy, protocol deps, build, tests, conformance, bench --quick";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<bool> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((command, rest)) = args.split_first() else {
+        println!("{USAGE}");
+        return Ok(true);
+    };
+    match command.as_str() {
+        "conformance" => {
+            let mut options = conformance::Options {
+                build: true,
+                filter: None,
+            };
+            for arg in rest {
+                match arg.as_str() {
+                    "--no-build" => options.build = false,
+                    flag if flag.starts_with('-') => bail!("unknown flag {flag}\n{USAGE}"),
+                    filter if options.filter.is_none() => options.filter = Some(filter.into()),
+                    extra => bail!("unexpected argument {extra}\n{USAGE}"),
+                }
+            }
+            conformance::run(options)
+        }
+        "bench" => {
+            let mut options = bench::Options {
+                quick: false,
+                build: true,
+            };
+            for arg in rest {
+                match arg.as_str() {
+                    "--quick" => options.quick = true,
+                    "--no-build" => options.build = false,
+                    other => bail!("unexpected argument {other}\n{USAGE}"),
+                }
+            }
+            bench::run(options)
+        }
+        "ci" => {
+            if let Some(extra) = rest.first() {
+                bail!("ci takes no arguments, got {extra}");
+            }
+            ci::run()
+        }
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(true)
+        }
+        other => bail!("unknown command {other}\n{USAGE}"),
+    }
+}

@@ -940,3 +940,36 @@ async fn acknowledged_records_survive_sigkill() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_torn_last_line_is_repaired_and_damage_elsewhere_stops_the_start() {
+    let env = Env::new();
+    let project = env.project("app");
+    let mut daemon = env.daemon().await;
+    let mut a = daemon.client().await.unwrap();
+    let session = create_session(&mut a, &project).await.unwrap();
+    a.close().await;
+    daemon.stop().await.unwrap();
+    drop(daemon);
+
+    let log = env.home().join("daemon/sessions.jsonl");
+    let good = std::fs::read(&log).unwrap();
+    let mut torn = good.clone();
+    torn.extend_from_slice(br#"{"kind":"meta","sess"#);
+    std::fs::write(&log, &torn).unwrap();
+    let mut daemon = env.daemon().await;
+    let client = daemon.client().await.unwrap();
+    assert_eq!(client.connect_batch[1]["sessions"][0]["session"], session.as_str());
+    assert_eq!(std::fs::read(&log).unwrap(), good, "the torn tail was not cut off");
+    daemon.stop().await.unwrap();
+    drop(daemon);
+
+    // A damaged line before the last one is not guessed at: the daemon refuses to start and
+    // names the file and the line.
+    let mut damaged = b"{\"kind\":\"open\",\"session\":\"x\" garbage\n".to_vec();
+    damaged.extend_from_slice(&good);
+    std::fs::write(&log, &damaged).unwrap();
+    let err = Daemon::start(&env.home()).await.err().expect("started on a damaged log");
+    let err = format!("{err:#}");
+    assert!(err.contains("sessions.jsonl line 1"), "{err}");
+}

@@ -110,6 +110,11 @@ impl Server {
                     let _ = stream.set_nodelay(true);
                     let shared = self.shared.clone();
                     tokio::spawn(async move {
+                        // hyper's header timer starts with the first byte; a socket that sends
+                        // nothing at all is closed here.
+                        if tokio::time::timeout(HEADER_TIMEOUT, stream.readable()).await.is_err() {
+                            return;
+                        }
                         let service = service_fn(move |req| http::route(req, shared.clone()));
                         let conn = http1::Builder::new()
                             .timer(TokioTimer::new())
