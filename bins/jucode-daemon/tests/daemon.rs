@@ -260,9 +260,13 @@ async fn watching_sends_a_snapshot_to_that_client_only_and_sets_attended() {
         json!([{"role":"user","content":"hello"},{"role":"assistant","content":"echo: hello"}])
     );
     assert_eq!(snapshot[6]["attended"], true);
-    // The engine hears that someone is watching; every client sees that.
-    let attended = b.recv_type("attended", Some(&session)).await.unwrap();
-    assert_eq!(attended["attended"], true);
+    // The engine hears that someone is watching; every client sees that (after the
+    // `attended: false` it reported at start, when nobody watched).
+    b.recv_until(|f| {
+        f["type"] == "attended" && f["attended"] == true && f["session"] == session.as_str()
+    })
+    .await
+    .unwrap();
     // b never got the snapshot's transcript.
     let list = b.request(json!({"op":"session_list"})).await.unwrap();
     assert_eq!(list["sessions"][0]["watchers"], 1);
@@ -668,7 +672,8 @@ async fn workspaces_change_with_a_rev_check_and_reach_other_clients() {
     assert!(env.root.join("fresh").is_dir());
 
     // The list survives a restart.
-    drop(daemon);
+    let mut daemon = daemon;
+    daemon.stop().await.unwrap();
     let daemon = env.daemon().await;
     let c = daemon.client().await.unwrap();
     assert_eq!(c.connect_batch[2]["rev"], 4);
@@ -821,7 +826,8 @@ async fn plain_http_serves_the_remote_page_inside_its_directory() {
     assert_eq!(r.status, 405);
 
     // Without a web directory: a clear 404.
-    drop(daemon);
+    let mut daemon = daemon;
+    daemon.stop().await.unwrap();
     let daemon = env.daemon().await;
     let r = http(daemon.addr, "GET", "/remote", None).await.unwrap();
     assert_eq!(r.status, 404);
@@ -900,7 +906,7 @@ async fn acknowledged_records_survive_sigkill() {
             anyhow::Ok(())
         });
         tokio::time::sleep(Duration::from_millis(400 + 150 * round)).await;
-        daemon.kill9();
+        daemon.kill9_and_wait().await.unwrap();
         let _ = writer.await;
         let _ = pairer.await;
         drop(daemon);
@@ -959,8 +965,15 @@ async fn a_torn_last_line_is_repaired_and_damage_elsewhere_stops_the_start() {
     std::fs::write(&log, &torn).unwrap();
     let mut daemon = env.daemon().await;
     let client = daemon.client().await.unwrap();
-    assert_eq!(client.connect_batch[1]["sessions"][0]["session"], session.as_str());
-    assert_eq!(std::fs::read(&log).unwrap(), good, "the torn tail was not cut off");
+    assert_eq!(
+        client.connect_batch[1]["sessions"][0]["session"],
+        session.as_str()
+    );
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        good,
+        "the torn tail was not cut off"
+    );
     daemon.stop().await.unwrap();
     drop(daemon);
 
@@ -969,7 +982,109 @@ async fn a_torn_last_line_is_repaired_and_damage_elsewhere_stops_the_start() {
     let mut damaged = b"{\"kind\":\"open\",\"session\":\"x\" garbage\n".to_vec();
     damaged.extend_from_slice(&good);
     std::fs::write(&log, &damaged).unwrap();
-    let err = Daemon::start(&env.home()).await.err().expect("started on a damaged log");
+    let err = Daemon::start(&env.home())
+        .await
+        .err()
+        .expect("started on a damaged log");
     let err = format!("{err:#}");
     assert!(err.contains("sessions.jsonl line 1"), "{err}");
+}
+
+/// An unwatched session defers a call that needs a person; the action is listed, survives a
+/// restart, and deciding it reopens the session, which runs it and hears the outcome.
+#[tokio::test]
+async fn an_unattended_call_is_deferred_and_decided_after_a_restart() {
+    let env = Env::new();
+    let project = env.project("app");
+    let mut daemon = env.daemon().await;
+    let mut a = daemon.client().await.unwrap();
+    let session = create_session(&mut a, &project).await.unwrap();
+    let events = turn(&mut a, &session, "approve make deploy").await.unwrap();
+    let deferred = events
+        .iter()
+        .find(|e| e["type"] == "action_deferred")
+        .unwrap_or_else(|| panic!("nothing deferred: {events:?}"))
+        .clone();
+    let action = deferred["id"].as_str().unwrap().to_string();
+    assert_eq!(deferred["summary"], "make deploy");
+    let list = a.request(json!({"op":"actions_list"})).await.unwrap();
+    assert_eq!(list["actions"][0]["id"], action.as_str());
+    assert_eq!(list["actions"][0]["session_id"], session.as_str());
+    a.close().await;
+    daemon.stop().await.unwrap();
+    drop(daemon);
+
+    let daemon = env.daemon().await;
+    let mut b = daemon.client().await.unwrap();
+    assert_eq!(b.connect_batch[6]["actions"][0]["id"], action.as_str());
+    b.send(json!({"op":"decide_action","session":session,"action":action,"decision":"allow"}))
+        .await
+        .unwrap();
+    let decided = b.recv_type("action_decided", Some(&session)).await.unwrap();
+    assert_eq!(decided["decision"], "allow");
+    assert_eq!(decided["output"], "ran make deploy\n");
+    let told = b.recv_type("user_message", Some(&session)).await.unwrap();
+    assert!(
+        told["content"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("[deferred action {action} approved and executed]")),
+        "{told}"
+    );
+    let list = b.request(json!({"op":"actions_list"})).await.unwrap();
+    assert_eq!(list["actions"], json!([]));
+    assert_eq!(list["closed"][0]["id"], action.as_str());
+    let again = b
+        .request(json!({"op":"decide_action","session":session,"action":action,"decision":"deny"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        again["message"],
+        format!("action {action} was already decided")
+    );
+    let bad = b
+        .request(json!({"op":"decide_action","session":session,"action":action,"decision":"maybe"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        bad["message"],
+        "decide_action requires action and decision: allow or deny"
+    );
+}
+
+#[tokio::test]
+async fn a_deferred_action_can_be_closed_and_reopened() {
+    let env = Env::new();
+    let project = env.project("app");
+    let daemon = env.daemon().await;
+    let mut a = daemon.client().await.unwrap();
+    let session = create_session(&mut a, &project).await.unwrap();
+    let events = turn(&mut a, &session, "approve rm -rf /").await.unwrap();
+    let action = events
+        .iter()
+        .find(|e| e["type"] == "action_deferred")
+        .and_then(|e| e["id"].as_str())
+        .unwrap()
+        .to_string();
+    let closed = a
+        .request(json!({"op":"item_close","kind":"action","item":action,"reason":"not now"}))
+        .await
+        .unwrap();
+    assert_eq!(closed["type"], "item_closed");
+    assert_eq!(closed["item"], action.as_str());
+    let list = a.recv_type("actions", None).await.unwrap();
+    assert_eq!(list["actions"], json!([]));
+    assert_eq!(list["closed"][0]["closed_reason"], "not now");
+    let err = a
+        .request(json!({"op":"decide_action","session":session,"action":action,"decision":"allow"}))
+        .await
+        .unwrap();
+    assert!(err["message"].as_str().unwrap().contains("closed"), "{err}");
+    let reopened = a
+        .request(json!({"op":"item_reopen","kind":"action","item":action}))
+        .await
+        .unwrap();
+    assert_eq!(reopened["type"], "item_reopened");
+    let list = a.request(json!({"op":"actions_list"})).await.unwrap();
+    assert_eq!(list["actions"][0]["id"], action.as_str());
 }

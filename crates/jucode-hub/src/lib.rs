@@ -9,6 +9,7 @@
 //! replies go only to the client that asked; session events go to every client; a client that
 //! cannot keep up is disconnected rather than allowed to stall the others.
 
+mod actions;
 mod clients;
 mod devices;
 mod sessions;
@@ -27,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use clients::{Auth, ClientId, Connection, Outgoing};
-pub use devices::{PairError, Paired};
+pub use devices::{PairError, Paired, RelayLink, app_origin, push_payload};
 
 /// What the hub needs from its host.
 pub struct HubConfig {
@@ -73,6 +74,7 @@ struct Inner {
     store: StateDir,
     clients: clients::Clients,
     sessions: sessions::Sessions,
+    actions: actions::Actions,
     devices: devices::Devices,
     workspaces: workspaces::Workspaces,
     settings: Settings,
@@ -84,6 +86,7 @@ impl Hub {
         let store = StateDir::open(&config.home)?;
         let token = store.load_or_create_token()?;
         let sessions = sessions::Sessions::open(&store)?;
+        let actions = actions::Actions::open(&store)?;
         let devices = devices::Devices::open(&store)?;
         let workspaces = workspaces::Workspaces::open(&store)?;
         let settings: Settings =
@@ -95,6 +98,7 @@ impl Hub {
                 store,
                 clients: clients::Clients::default(),
                 sessions,
+                actions,
                 devices,
                 workspaces,
                 settings,
@@ -149,18 +153,15 @@ impl Hub {
             },
             inner.sessions.list_event(),
             inner.workspaces.event(),
-            // Agents, scheduled tasks, questions, deferred actions, dispatches and requirements
-            // are not built yet: their lists are empty (docs/DECISIONS.md).
+            // Agents, scheduled tasks, questions, dispatches and requirements are not built
+            // yet: their lists are empty (docs/DECISIONS.md).
             DaemonEvent::Agents { agents: vec![] },
             DaemonEvent::Schedules { schedules: vec![] },
             DaemonEvent::Questions {
                 questions: vec![],
                 closed: vec![],
             },
-            DaemonEvent::Actions {
-                actions: vec![],
-                closed: vec![],
-            },
+            inner.actions.event(),
             DaemonEvent::Dispatches { dispatches: vec![] },
             DaemonEvent::Requirements {
                 requirements: vec![],
@@ -211,6 +212,9 @@ impl Hub {
         }
         if !frame.is_daemon_op() {
             return self.session_op(client, frame);
+        }
+        if let Some(done) = self.push_op(client, &auth, &frame).await {
+            return done;
         }
         let id = frame.id.clone();
         let op = match DaemonOp::from_frame(&frame) {
@@ -279,16 +283,26 @@ impl Hub {
             DaemonOp::Watch { session } => self.watch(client, id, &session, true),
             DaemonOp::Unwatch { session } => self.watch(client, id, &session, false),
             DaemonOp::ActionsList => {
-                self.reply(
-                    client,
-                    id,
-                    DaemonEvent::Actions {
-                        actions: vec![],
-                        closed: vec![],
-                    },
-                );
+                let event = self.lock().actions.event();
+                self.reply(client, id, event);
                 Ok(())
             }
+            DaemonOp::ItemClose { kind, item, reason } => self.item_change(
+                client,
+                id,
+                &kind,
+                &item,
+                |a| a.close(&item, reason.clone()),
+                true,
+            ),
+            DaemonOp::ItemReopen { kind, item } => self.item_change(
+                client,
+                id,
+                &kind,
+                &item,
+                |a| a.reopen(&item).map(|_| ()),
+                false,
+            ),
             DaemonOp::Workspaces => {
                 let event = self.lock().workspaces.event();
                 self.reply(client, id, event);
@@ -329,12 +343,9 @@ impl Hub {
                 Ok(())
             }
             DaemonOp::PairLink => {
-                let enabled = self.relay_enabled();
-                Err(if enabled {
-                    "the relay connection is not available in this build".into()
-                } else {
-                    "the relay is off: turn it on with relay_set first".into()
-                })
+                let event = self.pair_link_event()?;
+                self.reply(client, id, event);
+                Ok(())
             }
             DaemonOp::DeviceList => {
                 let event = self.lock().devices.list_event();
@@ -354,19 +365,12 @@ impl Hub {
                 Ok(())
             }
             DaemonOp::RelayStatus => {
-                let event = self.relay_status();
+                let event = self.relay_status_event();
                 self.reply(client, id, event);
                 Ok(())
             }
             DaemonOp::RelaySet { enabled } => {
-                {
-                    let mut inner = self.lock();
-                    let settings = Settings { relay: enabled };
-                    jucode_store::write_json_atomic(&inner.store.path("settings.json"), &settings)
-                        .map_err(|e| e.to_string())?;
-                    inner.settings = settings;
-                }
-                let event = self.relay_status();
+                let event = self.relay_set(enabled)?;
                 self.reply(client, id, event);
                 Ok(())
             }
@@ -375,15 +379,6 @@ impl Hub {
 
     fn relay_enabled(&self) -> bool {
         self.config.relay_url.is_some() && self.lock().settings.relay
-    }
-
-    fn relay_status(&self) -> DaemonEvent {
-        DaemonEvent::RelayStatus {
-            enabled: self.relay_enabled(),
-            connected: false,
-            host: None,
-            url: self.config.relay_url.clone(),
-        }
     }
 
     /// Whether `/api/pair` refuses every attempt for now (too many wrong codes lately).
@@ -418,6 +413,39 @@ impl Hub {
     fn reply_error(&self, client: ClientId, id: Option<Value>, message: String) {
         let frame = to_value(&Reply::error(id, message));
         self.lock().clients.send(client, &frame);
+    }
+
+    /// `item_close` / `item_reopen`: changes an item, replies, then broadcasts its list.
+    fn item_change(
+        &self,
+        client: ClientId,
+        id: Option<Value>,
+        kind: &str,
+        item: &str,
+        change: impl FnOnce(&mut actions::Actions) -> Result<(), String>,
+        closing: bool,
+    ) -> Result<(), String> {
+        match kind {
+            "action" => {}
+            "question" => return Err("questions are not available in this daemon yet".into()),
+            other => {
+                return Err(format!(
+                    "unknown item kind `{other}` (expected question or action)"
+                ));
+            }
+        }
+        let mut inner = self.lock();
+        change(&mut inner.actions)?;
+        let item = item.to_string();
+        let reply = if closing {
+            DaemonEvent::ItemClosed { item }
+        } else {
+            DaemonEvent::ItemReopened { item }
+        };
+        inner.clients.send(client, &to_value(&Reply::to(id, reply)));
+        let list = to_value(&Reply::to(None, inner.actions.event()));
+        inner.broadcast(&list);
+        Ok(())
     }
 
     /// Applies a change to the workspaces; on success the sender gets the new list as its reply

@@ -337,7 +337,7 @@ impl Sessions {
     pub(crate) fn unwatch_all(&mut self, client: ClientId) {
         for s in self.map.values_mut() {
             if s.watchers.remove(&client) && s.watchers.is_empty() {
-                s.send(json!({"op":"set_attended","attended":false}));
+                s.send(Value::Object(set_attended(false)));
             }
         }
     }
@@ -360,6 +360,13 @@ impl Sessions {
             .append(record)
             .map_err(|e| format!("could not save the session: {e}"))
     }
+}
+
+fn set_attended(attended: bool) -> Object {
+    let mut op = Object::new();
+    op.insert("op".into(), Value::String("set_attended".into()));
+    op.insert("attended".into(), Value::Bool(attended));
+    op
 }
 
 fn shutdown_op() -> Object {
@@ -489,6 +496,9 @@ impl Hub {
         let generation = inner.sessions.next_generation;
         let (done, _) = watch::channel(false);
         if let Some(s) = inner.sessions.map.get_mut(session) {
+            // Engines start attended; a session nobody watches must defer instead of asking.
+            let attended = !s.watchers.is_empty();
+            let _ = handle.ops.send(set_attended(attended));
             s.running = Some(Running {
                 ops: handle.ops,
                 generation,
@@ -718,11 +728,11 @@ impl Hub {
         ))];
         if on {
             if s.watchers.insert(client) && s.watchers.len() == 1 {
-                s.send(json!({"op":"set_attended","attended":true}));
+                s.send(Value::Object(set_attended(true)));
             }
             frames.extend(snapshot(s).into_iter().map(|e| Value::Object(e.0)));
         } else if s.watchers.remove(&client) && s.watchers.is_empty() {
-            s.send(json!({"op":"set_attended","attended":false}));
+            s.send(Value::Object(set_attended(false)));
         }
         for frame in frames {
             inner.clients.send(client, &frame);
@@ -732,10 +742,17 @@ impl Hub {
     }
 
     /// Forwards an op that names a session to that session's engine.
-    pub(crate) fn session_op(&self, _client: ClientId, frame: ClientFrame) -> Result<(), String> {
+    pub(crate) fn session_op(
+        self: &Arc<Self>,
+        _client: ClientId,
+        frame: ClientFrame,
+    ) -> Result<(), String> {
         let Some(session) = frame.session.as_deref() else {
             return Err(format!("{} requires session", frame.op));
         };
+        if frame.op == "decide_action" {
+            return self.decide_action(&frame);
+        }
         if frame.op == "set_attended" {
             return Err("the daemon sets attended from watch/unwatch".into());
         }
@@ -772,6 +789,64 @@ impl Hub {
             .map_err(|_| format!("session {session} is stopping"))
     }
 
+    /// Records a decision on a deferred action, then hands it to the session's engine,
+    /// reopening the session first when it is closed (or was hosted before a restart).
+    fn decide_action(self: &Arc<Self>, frame: &ClientFrame) -> Result<(), String> {
+        const USAGE: &str = "decide_action requires action and decision: allow or deny";
+        let action = frame
+            .fields
+            .get("action")
+            .and_then(Value::as_str)
+            .filter(|a| !a.is_empty())
+            .ok_or(USAGE)?;
+        let allow = match frame.fields.get("decision").and_then(Value::as_str) {
+            Some("allow") => true,
+            Some("deny") => false,
+            _ => return Err(USAGE.into()),
+        };
+        let mut inner = self.lock();
+        let decided = inner.actions.decide(action, allow)?;
+        let list = to_value(&Reply::to(None, inner.actions.event()));
+        inner.broadcast(&list);
+        let session = decided.session;
+        let running = inner
+            .sessions
+            .map
+            .get(&session)
+            .map(|s| s.running.is_some())
+            .ok_or_else(|| format!("the session of action {action} is unknown"))?;
+        if !running {
+            let (cwd, engine, agent, chat) = match inner.sessions.map.get(&session) {
+                Some(s) => (
+                    s.cwd.display().to_string(),
+                    s.engine.clone(),
+                    s.agent.clone(),
+                    s.chat,
+                ),
+                None => return Err(format!("unknown session {session}")),
+            };
+            inner.sessions.append(&Record::Open {
+                session: session.clone(),
+                cwd,
+                engine,
+                agent,
+                chat,
+                at: now_ms(),
+            })?;
+            self.start_engine(&mut inner, &session, Object::new(), true)?;
+            inner.broadcast_sessions();
+        }
+        let op = json!({
+            "op": "decide_action",
+            "action": action,
+            "decision": if allow { "allow" } else { "deny" },
+        });
+        if let Some(s) = inner.sessions.map.get(&session) {
+            s.send(op);
+        }
+        Ok(())
+    }
+
     /// Everything an engine emits passes here: state kept for snapshots, then broadcast.
     fn on_engine(&self, session: &str, generation: u64, output: EngineOutput) {
         let mut inner = self.lock();
@@ -802,11 +877,19 @@ impl Hub {
                     }
                     _ => {}
                 }
+                // A title the engine's title model chose replaces the first-message one, never a
+                // title a client set.
+                if event.kind() == "session_title" && s.client_title.is_none() {
+                    title = event
+                        .str("title")
+                        .map(str::trim)
+                        .filter(|t| !t.is_empty())
+                        .map(|t| t.chars().take(200).collect());
+                }
                 let changed = was_busy != s.busy || title.is_some();
                 if let Some(title) = &title {
                     s.auto_title = Some(title.clone());
                 }
-                let frame = Value::Object(event.with_session(session).0);
                 if let Some(title) = title {
                     let record = Record::Title {
                         session: session.to_string(),
@@ -817,9 +900,23 @@ impl Hub {
                         tracing::error!("{e}");
                     }
                 }
+                let actions_changed = match event.kind() {
+                    "action_deferred" => inner.actions.deferred(&event.0, session),
+                    "action_decided" => inner.actions.decided_by_engine(&event.0),
+                    _ => Ok(false),
+                }
+                .unwrap_or_else(|e| {
+                    tracing::error!("{e}");
+                    false
+                });
+                let frame = Value::Object(event.with_session(session).0);
                 inner.broadcast(&frame);
                 if changed {
                     inner.broadcast_sessions();
+                }
+                if actions_changed {
+                    let list = to_value(&Reply::to(None, inner.actions.event()));
+                    inner.broadcast(&list);
                 }
             }
             EngineOutput::Exited { error } => {

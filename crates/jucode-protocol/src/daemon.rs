@@ -247,6 +247,16 @@ pub enum DaemonOp {
     RelaySet {
         enabled: bool,
     },
+    ItemClose {
+        kind: String,
+        item: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    ItemReopen {
+        kind: String,
+        item: String,
+    },
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(Value::Null)`).
@@ -281,6 +291,8 @@ impl DaemonOp {
             "device_revoke",
             "relay_status",
             "relay_set",
+            "item_close",
+            "item_reopen",
         ];
         if !IMPLEMENTED.contains(&frame.op.as_str()) {
             return None;
@@ -440,6 +452,12 @@ pub enum DaemonEvent {
         connected: bool,
         host: Option<String>,
         url: Option<String>,
+    },
+    ItemClosed {
+        item: String,
+    },
+    ItemReopened {
+        item: String,
     },
 }
 

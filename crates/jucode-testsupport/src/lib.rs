@@ -151,7 +151,7 @@ impl Daemon {
         let logs: Logs = Arc::default();
         let stdout = child.stdout.take().context("daemon stdout is not piped")?;
         let stderr = child.stderr.take().context("daemon stderr is not piped")?;
-        tokio::spawn(drain(BufReader::new(stderr).lines(), logs.clone()));
+        let stderr_done = tokio::spawn(drain(BufReader::new(stderr).lines(), logs.clone()));
 
         let mut lines = BufReader::new(stdout).lines();
         let wait_for_listen = async {
@@ -168,6 +168,8 @@ impl Daemon {
             Ok(Ok(Some(addr))) => addr,
             Ok(Ok(None)) => {
                 let status = child.wait().await.context("wait for the daemon")?;
+                // Its last words are on stderr: read them all before reporting.
+                let _ = tokio::time::timeout(Duration::from_secs(5), stderr_done).await;
                 bail!(
                     "daemon exited ({status}) before listening; output:\n{}",
                     snapshot(&logs).join("\n")
@@ -221,6 +223,15 @@ impl Daemon {
     pub fn kill9(&mut self) {
         // Fails only if the child is already gone, which is what the caller wants anyway.
         let _ = self.child.start_kill();
+    }
+
+    /// SIGKILL and wait until the process is gone (its lock on the state directory with it).
+    pub async fn kill9_and_wait(&mut self) -> Result<ExitStatus> {
+        self.kill9();
+        tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .context("the killed daemon did not go away within 10 s")?
+            .context("wait for the daemon")
     }
 
     /// SIGTERM, then waits up to 10 s. A daemon that does not exit by then is killed and

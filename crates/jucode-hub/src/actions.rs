@@ -1,0 +1,266 @@
+//! Deferred actions: tool calls an unattended session could not ask a person about.
+//!
+//! Engines announce them with `action_deferred`; the hub keeps them in `actions.jsonl` so
+//! they can be listed, decided (also after a restart, reopening the session first) or closed.
+//! A decision is recorded before the engine is told, so an approved action is never offered
+//! again after a restart.
+
+use std::collections::HashMap;
+
+use jucode_protocol::Object;
+use jucode_protocol::daemon::DaemonEvent;
+use jucode_store::{JsonlLog, StateDir};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::HubError;
+use crate::util::now_ms;
+
+/// Closed items stay in the `closed` list this long.
+const CLOSED_LIST_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Record {
+    Deferred {
+        action: Object,
+        at: u64,
+    },
+    Decided {
+        id: String,
+        allow: bool,
+        at: u64,
+    },
+    Closed {
+        id: String,
+        #[serde(default)]
+        reason: Option<String>,
+        at: u64,
+    },
+    Reopened {
+        id: String,
+        at: u64,
+    },
+    #[serde(other)]
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum State {
+    Open,
+    Decided { allow: bool, at: u64 },
+    Closed { reason: Option<String>, at: u64 },
+}
+
+struct Action {
+    record: Object,
+    state: State,
+    order: u64,
+}
+
+impl Action {
+    fn session(&self) -> Option<&str> {
+        self.record.get("session_id").and_then(Value::as_str)
+    }
+}
+
+pub(crate) struct Actions {
+    log: JsonlLog,
+    map: HashMap<String, Action>,
+    next_order: u64,
+}
+
+/// What a `decide_action` needs to go on: the session to forward it to.
+pub(crate) struct Decided {
+    pub session: String,
+}
+
+impl Actions {
+    pub(crate) fn open(store: &StateDir) -> Result<Actions, HubError> {
+        let (log, records) = store.open_log::<Record>("actions.jsonl")?;
+        let mut actions = Actions {
+            log,
+            map: HashMap::new(),
+            next_order: 0,
+        };
+        for record in records {
+            actions.apply(record);
+        }
+        Ok(actions)
+    }
+
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::Deferred { action, .. } => {
+                if let Some(id) = action.get("id").and_then(Value::as_str) {
+                    self.next_order += 1;
+                    self.map.entry(id.to_string()).or_insert(Action {
+                        record: action.clone(),
+                        state: State::Open,
+                        order: self.next_order,
+                    });
+                }
+            }
+            Record::Decided { id, allow, at } => {
+                if let Some(a) = self.map.get_mut(&id) {
+                    a.state = State::Decided { allow, at };
+                }
+            }
+            Record::Closed { id, reason, at } => {
+                if let Some(a) = self.map.get_mut(&id) {
+                    a.state = State::Closed { reason, at };
+                }
+            }
+            Record::Reopened { id, .. } => {
+                if let Some(a) = self.map.get_mut(&id) {
+                    a.state = State::Open;
+                }
+            }
+            Record::Unknown => {}
+        }
+    }
+
+    fn write(&mut self, record: Record) -> Result<(), String> {
+        self.log
+            .append(&record)
+            .map_err(|e| format!("could not save the action: {e}"))?;
+        self.apply(record);
+        Ok(())
+    }
+
+    /// Records an `action_deferred` event. Returns whether the list changed.
+    pub(crate) fn deferred(&mut self, event: &Object, session: &str) -> Result<bool, String> {
+        let Some(id) = event.get("id").and_then(Value::as_str) else {
+            return Ok(false);
+        };
+        if self.map.contains_key(id) {
+            return Ok(false);
+        }
+        let mut action = event.clone();
+        action.remove("type");
+        action.remove("session");
+        action
+            .entry("session_id")
+            .or_insert_with(|| Value::String(session.to_string()));
+        self.write(Record::Deferred {
+            action,
+            at: now_ms(),
+        })?;
+        Ok(true)
+    }
+
+    /// Records an `action_decided` event for a decision the hub did not see coming in.
+    pub(crate) fn decided_by_engine(&mut self, event: &Object) -> Result<bool, String> {
+        let Some(id) = event.get("id").and_then(Value::as_str) else {
+            return Ok(false);
+        };
+        let allow = event.get("decision").and_then(Value::as_str) == Some("allow");
+        match self.map.get(id) {
+            Some(a) if a.state == State::Open => {
+                self.write(Record::Decided {
+                    id: id.to_string(),
+                    allow,
+                    at: now_ms(),
+                })?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Records a client's decision, before the engine hears of it.
+    pub(crate) fn decide(&mut self, id: &str, allow: bool) -> Result<Decided, String> {
+        let action = self
+            .map
+            .get(id)
+            .ok_or_else(|| format!("unknown action {id}"))?;
+        match action.state {
+            State::Open => {}
+            State::Decided { .. } => return Err(format!("action {id} was already decided")),
+            State::Closed { .. } => return Err(format!("action {id} is closed; reopen it first")),
+        }
+        let session = action
+            .session()
+            .ok_or_else(|| format!("action {id} names no session"))?
+            .to_string();
+        self.write(Record::Decided {
+            id: id.to_string(),
+            allow,
+            at: now_ms(),
+        })?;
+        Ok(Decided { session })
+    }
+
+    /// `item_close` for an action: closed without an answer; nothing is sent to the engine.
+    pub(crate) fn close(&mut self, id: &str, reason: Option<String>) -> Result<(), String> {
+        match self.map.get(id).map(|a| &a.state) {
+            None => Err(format!("unknown action {id}")),
+            Some(State::Open) => self.write(Record::Closed {
+                id: id.to_string(),
+                reason,
+                at: now_ms(),
+            }),
+            Some(_) => Err(format!("action {id} is not open")),
+        }
+    }
+
+    /// `item_reopen` for an action. Returns its session.
+    pub(crate) fn reopen(&mut self, id: &str) -> Result<Option<String>, String> {
+        match self.map.get(id) {
+            None => Err(format!("unknown action {id}")),
+            Some(a) if matches!(a.state, State::Closed { .. }) => {
+                let session = a.session().map(str::to_string);
+                self.write(Record::Reopened {
+                    id: id.to_string(),
+                    at: now_ms(),
+                })?;
+                Ok(session)
+            }
+            Some(_) => Err(format!("action {id} is not closed")),
+        }
+    }
+
+    /// The `actions` frame: open actions oldest first, and those closed or decided lately.
+    pub(crate) fn event(&self) -> DaemonEvent {
+        let now = now_ms();
+        let mut open: Vec<&Action> = Vec::new();
+        let mut closed: Vec<(&Action, Value)> = Vec::new();
+        for a in self.map.values() {
+            match &a.state {
+                State::Open => open.push(a),
+                State::Decided { allow, at } if now.saturating_sub(*at) < CLOSED_LIST_MS => {
+                    let decision = if *allow { "allow" } else { "deny" };
+                    closed.push((
+                        a,
+                        json!({"closed_by": "user", "closed_reason": decision, "closed_at": at}),
+                    ));
+                }
+                State::Closed { reason, at } if now.saturating_sub(*at) < CLOSED_LIST_MS => {
+                    closed.push((
+                        a,
+                        json!({"closed_by": "user", "closed_reason": reason, "closed_at": at}),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        open.sort_by_key(|a| a.order);
+        closed.sort_by_key(|(a, _)| std::cmp::Reverse(a.order));
+        DaemonEvent::Actions {
+            actions: open
+                .into_iter()
+                .map(|a| Value::Object(a.record.clone()))
+                .collect(),
+            closed: closed
+                .into_iter()
+                .map(|(a, extra)| {
+                    let mut record = a.record.clone();
+                    if let Value::Object(extra) = extra {
+                        record.extend(extra);
+                    }
+                    Value::Object(record)
+                })
+                .collect(),
+        }
+    }
+}
