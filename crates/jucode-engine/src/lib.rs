@@ -65,6 +65,26 @@ pub trait EngineFactory: Send + Sync {
     /// Starts an engine for one session. Must not block: slow start-up work belongs in the
     /// engine's own tasks, reported through its events.
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError>;
+
+    /// Conversations this kind of engine saved for `cwd`, whoever ran them (a TUI, another
+    /// tool), newest first: what `session_history` lists beside the daemon's own sessions.
+    fn saved_conversations(&self, cwd: &std::path::Path) -> Vec<SavedConversation> {
+        let _ = cwd;
+        Vec::new()
+    }
+}
+
+/// A conversation an engine keeps on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SavedConversation {
+    /// The engine's conversation id: the id to `session_open` it under.
+    pub session: String,
+    /// A name the engine gave it, else the first thing the user said.
+    pub title: String,
+    /// When it last changed, in ms since the epoch.
+    pub updated_at: u64,
+    /// How many user and assistant messages it holds.
+    pub entries: usize,
 }
 
 /// The capacity of an engine's event channel: a burst of deltas fits, and a hub that falls

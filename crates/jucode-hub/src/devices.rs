@@ -370,7 +370,11 @@ impl PushTarget {
             .map_err(|_| "push_subscribe: subscription needs endpoint and keys {p256dh, auth}, or provider \"getui\" and client_id".to_string())?;
         match &target {
             PushTarget::Web { endpoint, keys } => {
-                if !endpoint.starts_with("https://") || endpoint.len() > 2048 {
+                // http only to this machine: a self-hosted push service behind the relay.
+                let loopback = ["http://127.0.0.1", "http://[::1]", "http://localhost"]
+                    .iter()
+                    .any(|p| endpoint.starts_with(p));
+                if !(endpoint.starts_with("https://") || loopback) || endpoint.len() > 2048 {
                     return Err("push_subscribe: endpoint must be an https URL".into());
                 }
                 if keys.p256dh.is_empty() || keys.auth.is_empty() {
@@ -393,7 +397,8 @@ impl PushTarget {
     pub(crate) fn service(&self) -> String {
         match self {
             PushTarget::Web { endpoint, .. } => endpoint
-                .trim_start_matches("https://")
+                .split_once("://")
+                .map_or(endpoint.as_str(), |(_, rest)| rest)
                 .split(['/', '?', '#'])
                 .next()
                 .unwrap_or_default()

@@ -234,7 +234,24 @@ impl Hub {
                 Ok(())
             }
             DaemonOp::SessionHistory { cwd } => {
-                let event = self.lock().sessions.history(&cwd);
+                // Engines read their own files: outside the lock, off the async threads.
+                let engines: Vec<(String, Arc<dyn EngineFactory>)> = self
+                    .config
+                    .engines
+                    .iter()
+                    .map(|(name, f)| (name.clone(), f.clone()))
+                    .collect();
+                let dir = PathBuf::from(&cwd);
+                let saved = tokio::task::spawn_blocking(move || {
+                    let mut all = Vec::new();
+                    for (name, factory) in engines {
+                        all.extend(factory.saved_conversations(&dir).into_iter().map(|c| (name.clone(), c)));
+                    }
+                    all
+                })
+                .await
+                .unwrap_or_default();
+                let event = self.lock().sessions.history(&cwd, saved);
                 self.reply(client, id, event);
                 Ok(())
             }

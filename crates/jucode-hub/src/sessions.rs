@@ -308,14 +308,20 @@ impl Sessions {
         }
     }
 
-    pub(crate) fn history(&self, cwd: &str) -> DaemonEvent {
+    /// `session_history`: the daemon's sessions in `cwd` and the conversations engines saved
+    /// there on their own (`saved`, by engine), newest first; hidden sessions left out.
+    pub(crate) fn history(
+        &self,
+        cwd: &str,
+        saved: Vec<(String, jucode_engine::SavedConversation)>,
+    ) -> DaemonEvent {
         let wanted = std::fs::canonicalize(cwd).unwrap_or_else(|_| PathBuf::from(cwd));
-        let sessions = self
+        let mut rows: Vec<(u64, Value)> = self
             .sorted()
             .into_iter()
             .filter(|s| s.cwd == wanted || s.cwd == Path::new(cwd))
             .map(|s| {
-                json!({
+                let row = json!({
                     "session": s.id,
                     "title": s.title(),
                     "updated_at": s.updated_at,
@@ -324,12 +330,30 @@ impl Sessions {
                     "agent": s.agent,
                     "engine": s.engine,
                     "open": s.running.is_some(),
-                })
+                });
+                (s.updated_at, row)
             })
             .collect();
+        for (engine, c) in saved {
+            if self.map.contains_key(&c.session) {
+                continue;
+            }
+            let row = json!({
+                "session": c.session,
+                "title": c.title,
+                "updated_at": c.updated_at,
+                "entries": c.entries,
+                "archived": false,
+                "agent": null,
+                "engine": engine,
+                "open": false,
+            });
+            rows.push((c.updated_at, row));
+        }
+        rows.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
         DaemonEvent::SessionHistory {
             cwd: cwd.to_string(),
-            sessions,
+            sessions: rows.into_iter().map(|(_, row)| row).collect(),
         }
     }
 

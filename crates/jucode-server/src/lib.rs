@@ -172,7 +172,30 @@ pub async fn run(
             "jucode".into(),
             Arc::new(jucode_engine::process::ServeProcess { program }),
         );
+    } else {
+        engines.insert(
+            "jucode".into(),
+            Arc::new(jucode_agent::JucodeEngine::new(home.clone(), user_home.clone())),
+        );
     }
+    let adapters = jucode_adapters::AdapterConfig {
+        jucode_home: home.clone(),
+        user_home: user_home.clone(),
+    };
+    engines.insert(
+        "claude".into(),
+        Arc::new(jucode_adapters::claude::ClaudeEngine::new(adapters.clone())),
+    );
+    engines.insert(
+        "codex".into(),
+        Arc::new(jucode_adapters::codex::CodexEngine::new(adapters.clone())),
+    );
+    engines.insert(
+        "acp".into(),
+        Arc::new(jucode_adapters::acp::AcpEngine::new(adapters)),
+    );
+    let relay = options.relay.clone();
+    let version = options.version.clone();
     let server = Server::bind(ServerConfig {
         listen: options.listen,
         web,
@@ -185,6 +208,10 @@ pub async fn run(
         },
     })
     .await?;
+    // With --no-relay there is no relay task at all; otherwise it follows the relay setting.
+    if let Some(url) = relay {
+        jucode_relay::start(server.hub(), url, version);
+    }
     let addr = server.local_addr().unwrap_or(options.listen);
     on_ready(addr, &server.hub().token_path());
     server.serve(shutdown).await

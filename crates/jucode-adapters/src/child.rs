@@ -1,0 +1,264 @@
+//! An engine CLI as a child process: its own process group, JSON lines on stdin and stdout,
+//! stderr kept (a short tail) for the error an unexpected exit reports.
+//!
+//! Every child has a generation number so an adapter that restarts its engine (Claude Code's
+//! switch into full access) can tell the old process's last lines and exit from the new one's.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jucode_engine::EngineError;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{ChildStdin, Command};
+use tokio::sync::mpsc;
+
+/// How long a child gets after its stdin closes before its group is signalled.
+const GRACE: Duration = Duration::from_secs(3);
+/// Lines of stderr kept for an exit report.
+const STDERR_TAIL: usize = 8;
+
+/// What the child's reader tasks report.
+#[derive(Debug)]
+pub(crate) enum Input {
+    /// One stdout line that looks like JSON, parsed.
+    Frame(u64, Value),
+    /// The child exited; the text says how.
+    Exited(u64, String),
+}
+
+/// How to start a child.
+pub(crate) struct Spawn<'a> {
+    pub program: &'a Path,
+    pub args: Vec<String>,
+    pub cwd: &'a Path,
+    pub env: &'a [(String, String)],
+    /// Variables removed from the inherited environment.
+    pub env_remove: &'a [&'a str],
+    pub generation: u64,
+    /// A name for logs and errors (`claude`, `codex`, the ACP agent's program).
+    pub label: String,
+}
+
+/// A running child.
+pub(crate) struct ChildProc {
+    stdin: Option<ChildStdin>,
+    pid: Option<u32>,
+    exited: Arc<AtomicBool>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+    pub generation: u64,
+    pub label: String,
+}
+
+impl ChildProc {
+    pub(crate) fn spawn(
+        spec: Spawn<'_>,
+        input: mpsc::UnboundedSender<Input>,
+    ) -> Result<ChildProc, EngineError> {
+        let mut cmd = Command::new(spec.program);
+        cmd.args(&spec.args)
+            .current_dir(spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        for name in spec.env_remove {
+            cmd.env_remove(name);
+        }
+        for (name, value) in spec.env {
+            cmd.env(name, value);
+        }
+        let mut child = cmd.spawn().map_err(|source| EngineError::Spawn {
+            program: spec.program.display().to_string(),
+            source,
+        })?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(EngineError::Unavailable(format!(
+                "{}: stdio was not piped",
+                spec.label
+            )));
+        };
+        let pid = child.id();
+        let exited = Arc::new(AtomicBool::new(false));
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let generation = spec.generation;
+        let label = spec.label.clone();
+        let stderr_tail = tail.clone();
+        let stderr_label = label.clone();
+        let stderr_task = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::debug!("{stderr_label} stderr: {line}");
+                if let Ok(mut tail) = stderr_tail.lock() {
+                    if tail.len() == STDERR_TAIL {
+                        tail.pop_front();
+                    }
+                    tail.push_back(line);
+                }
+            }
+        });
+        let exit_flag = exited.clone();
+        let exit_tail = tail.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            loop {
+                match lines.next_line().await {
+                    Ok(Some(line)) => {
+                        let line = line.trim();
+                        // Some builds print diagnostics on stdout: only JSON objects are frames.
+                        if !line.starts_with('{') {
+                            if !line.is_empty() {
+                                tracing::debug!("{label} printed a non-JSON line: {line}");
+                            }
+                            continue;
+                        }
+                        match serde_json::from_str::<Value>(line) {
+                            Ok(frame) => {
+                                if input.send(Input::Frame(generation, frame)).is_err() {
+                                    break;
+                                }
+                            }
+                            Err(e) => tracing::warn!("{label} printed a bad JSON line: {e}"),
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!("reading {label}'s output failed: {e}");
+                        break;
+                    }
+                }
+            }
+            let status = child.wait().await;
+            exit_flag.store(true, Ordering::SeqCst);
+            // The stderr reader ends with the process; let it drain so the tail is complete.
+            let _ = tokio::time::timeout(Duration::from_secs(2), stderr_task).await;
+            let mut how = match status {
+                Ok(status) => format!("{label} exited ({status})"),
+                Err(e) => format!("{label} exited: {e}"),
+            };
+            if let Ok(tail) = exit_tail.lock()
+                && !tail.is_empty()
+            {
+                let text: Vec<&str> = tail.iter().map(String::as_str).collect();
+                how.push_str(": ");
+                how.push_str(&crate::truncate(&text.join(" | "), 600));
+            }
+            let _ = input.send(Input::Exited(generation, how));
+        });
+        Ok(ChildProc {
+            stdin: Some(stdin),
+            pid,
+            exited,
+            stderr: tail,
+            generation,
+            label: spec.label,
+        })
+    }
+
+    /// Writes one frame as a line. A failure means the child is gone; its exit follows.
+    pub(crate) async fn send(&mut self, frame: &Value) -> bool {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return false;
+        };
+        let Ok(mut line) = serde_json::to_vec(frame) else {
+            return false;
+        };
+        line.push(b'\n');
+        let ok = stdin.write_all(&line).await.is_ok() && stdin.flush().await.is_ok();
+        if !ok {
+            tracing::debug!("{} no longer reads its input", self.label);
+            self.stdin = None;
+        }
+        ok
+    }
+
+    /// Closes stdin (the engines exit on EOF), then signals the whole group if it lingers, so
+    /// tools the engine started do not outlive it.
+    pub(crate) fn stop(mut self) {
+        self.stdin = None;
+        let pid = self.pid;
+        let exited = self.exited.clone();
+        tokio::spawn(async move {
+            for (wait, signal) in [
+                (GRACE, nix::sys::signal::Signal::SIGTERM),
+                (Duration::from_secs(2), nix::sys::signal::Signal::SIGKILL),
+            ] {
+                tokio::time::sleep(wait).await;
+                if exited.load(Ordering::SeqCst) {
+                    return;
+                }
+                signal_group(pid, signal);
+            }
+        });
+    }
+
+    /// The last lines the child wrote on stderr.
+    #[allow(dead_code)]
+    pub(crate) fn stderr_tail(&self) -> Vec<String> {
+        self.stderr
+            .lock()
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Signals the child's process group (it leads its own group, see `process_group(0)`).
+fn signal_group(pid: Option<u32>, signal: nix::sys::signal::Signal) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+/// Resolves `path` (symlinks followed; for a file that does not exist yet, its parent) and
+/// checks it lies inside one of `roots`. Returns the resolved path.
+pub(crate) fn inside(path: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
+    if !path.is_absolute() {
+        return None;
+    }
+    let resolved = match std::fs::canonicalize(path) {
+        Ok(p) => p,
+        Err(_) => {
+            let parent = std::fs::canonicalize(path.parent()?).ok()?;
+            let name = path.file_name()?;
+            if name == ".." {
+                return None;
+            }
+            parent.join(name)
+        }
+    };
+    roots
+        .iter()
+        .filter_map(|r| std::fs::canonicalize(r).ok())
+        .any(|root| resolved.starts_with(&root))
+        .then_some(resolved)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_outside_the_roots_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("w");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        let roots = vec![root.clone()];
+        assert!(inside(&root.join("a.txt"), &roots).is_some());
+        assert!(inside(&root.join("new.txt"), &roots).is_some());
+        assert!(inside(&root.join("../w/a.txt"), &roots).is_some());
+        assert!(inside(&root.join("../x.txt"), &roots).is_none());
+        assert!(inside(Path::new("/etc/passwd"), &roots).is_none());
+        assert!(inside(Path::new("a.txt"), &roots).is_none());
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        assert!(inside(&root.join("link/passwd"), &roots).is_none());
+    }
+}
