@@ -1,0 +1,78 @@
+//! The seam towards the agent. The seat drives one [`Harness`]; the jcode side
+//! (a private jcode instance over its Harness API) implements it, and tests use
+//! an honest scripted double (`testkit`, feature `testkit`).
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use tokio::sync::broadcast;
+
+/// Why a turn did not succeed. `code` is the harness's native error code
+/// (`rate_limit`, `overloaded`, …), relayed as the presence condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnFailure {
+    pub code: Option<String>,
+    pub message: String,
+}
+
+/// Things the harness reports on its own (turns the seat did not start, work progress).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HarnessSignal {
+    /// Any work event (a token, a tool call): presence `activeAt`.
+    Activity,
+    /// A turn the seat did not start (someone at the TUI) began: clears the condition.
+    TurnStarted,
+    /// That turn ended.
+    TurnEnded { ok: bool },
+    /// The harness reported a failure condition (e.g. a provider rate limit).
+    Condition {
+        code: String,
+        message: Option<String>,
+    },
+    /// The connection to the harness dropped and is being rebuilt.
+    Reconnecting,
+    /// The connection is back.
+    Reconnected,
+}
+
+/// Where the agent's append-only session journal lives (the event plane's source).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JournalSource {
+    /// `<JCODE_HOME>/sessions`.
+    pub sessions_dir: PathBuf,
+    /// The harness session id; also the AG-UI thread id.
+    pub session_id: String,
+}
+
+impl JournalSource {
+    pub fn journal_path(&self) -> PathBuf {
+        self.sessions_dir
+            .join(format!("{}.journal.jsonl", self.session_id))
+    }
+    pub fn snapshot_path(&self) -> PathBuf {
+        self.sessions_dir.join(format!("{}.json", self.session_id))
+    }
+}
+
+/// One agent session the seat drives.
+#[async_trait]
+pub trait Harness: Send + Sync + 'static {
+    /// Run one turn with `text` as the user message and return when it ended.
+    async fn send_turn(&self, text: &str) -> Result<(), TurnFailure>;
+    /// Inject `text` into the turn that is running now (jcode `soft_interrupt`).
+    /// An error means it was not accepted; the seat then queues the text for the next turn.
+    async fn soft_interrupt(&self, text: &str) -> Result<(), TurnFailure>;
+    /// Signals the harness raises on its own.
+    fn signals(&self) -> broadcast::Receiver<HarnessSignal>;
+    /// The journal the event plane reads, if the harness has one.
+    fn journal(&self) -> Option<JournalSource>;
+    /// Model label and provider for the presence card (`meta.model`, `meta.provider`).
+    fn model_label(&self) -> Option<(String, Option<String>)> {
+        None
+    }
+    /// Stop the agent; called once when the seat shuts down.
+    async fn shutdown(&self);
+}
+
+/// Re-exported so implementors of [`Harness`] need no direct dependency.
+pub use async_trait::async_trait as async_trait_reexport;

@@ -1,0 +1,845 @@
+//! One seat: the mesh endpoint, its inbox, presence and the loop that drives
+//! the agent. [`run`] is the whole seat from launch to shutdown.
+//!
+//! Order of a launch: connect (no presence yet), start the tool relay, start
+//! the harness (which may prove the tools work before joining), then join:
+//! presence, durables, live channel subscriptions, the event plane.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use async_nats::jetstream::AckKind;
+use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy};
+use async_nats::jetstream::message::Acker;
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::config::LaunchConfig;
+use crate::envelope::{self, CotalMessage};
+use crate::events::{self, RunHint};
+use crate::harness::{Harness, HarnessSignal, TurnFailure};
+use crate::inbox::{self, ChannelMode, Inbox, Item, Kind, Offer};
+use crate::mesh::{ACK_WAIT, Mesh};
+use crate::presence::{self, Condition, HEARTBEAT, PresenceState, Status};
+use crate::relay::{self, McpLaunch};
+use crate::subject::{self, Delivery};
+use crate::util::now_ms;
+use crate::{Error, Result};
+
+/// Tunables a test may shorten; the binary uses [`SeatOptions::default`].
+#[derive(Debug, Clone)]
+pub struct SeatOptions {
+    /// First retry delay after a failed turn (doubles each failure).
+    pub retry_base: Duration,
+    /// Longest retry delay.
+    pub retry_max: Duration,
+    /// Consecutive failures after which the held batch is given up un-acked.
+    pub max_failures: u32,
+    /// How long a soft interrupt may take before its messages fall back to the next turn.
+    pub interrupt_timeout: Duration,
+    /// The command jcode runs for the MCP bridge (`<this binary> mcp-bridge`).
+    pub bridge_command: Option<(PathBuf, Vec<String>)>,
+    /// How often the event plane polls the journal.
+    pub journal_poll: Duration,
+}
+
+impl Default for SeatOptions {
+    fn default() -> Self {
+        SeatOptions {
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(60),
+            max_failures: 8,
+            interrupt_timeout: Duration::from_secs(10),
+            bridge_command: None,
+            journal_poll: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What the harness factory gets: the scrubbed environment and the relay launch material.
+#[derive(Debug, Clone)]
+pub struct HarnessContext {
+    pub space: String,
+    pub name: String,
+    pub role: Option<String>,
+    pub model: Option<String>,
+    pub variant: Option<String>,
+    pub workspace_root: Option<PathBuf>,
+    /// `COTAL_JCODE_*` values (jcode home, binary, resume, TUI, prompt).
+    pub jcode: std::collections::BTreeMap<String, String>,
+    /// The environment for the agent process: no `COTAL_*` value.
+    pub agent_env: Vec<(String, String)>,
+    /// How jcode reaches the tools: the bridge command and its three variables.
+    pub mcp: McpLaunch,
+}
+
+/// Starts the agent the seat drives (issue 5: a private jcode instance).
+#[async_trait]
+pub trait HarnessFactory: Send + Sync {
+    async fn start(&self, ctx: HarnessContext) -> Result<Arc<dyn Harness>>;
+}
+
+/// Who runs the current turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    Idle,
+    Ours,
+    Foreign,
+}
+
+pub(crate) struct State {
+    pub inbox: Inbox<Acker>,
+    pub presence: PresenceState,
+    pub joined: BTreeSet<String>,
+    busy: Busy,
+    failures: u32,
+    retry_at: Option<Instant>,
+    interrupt_pending: bool,
+    interrupt_failed: bool,
+    first_turn: bool,
+    reconnecting: bool,
+    pub mesh_ready: bool,
+}
+
+/// The shared seat. Tools and the driver loop both work on it; the mutex is
+/// never held across an await.
+pub struct Seat {
+    pub(crate) cfg: LaunchConfig,
+    pub(crate) mesh: Mesh,
+    opts: SeatOptions,
+    st: Mutex<State>,
+    kick: Notify,
+    presence_kick: Notify,
+    harness: OnceLock<Arc<dyn Harness>>,
+    live_subs: Mutex<HashMap<String, JoinHandle<()>>>,
+    hints: OnceLock<mpsc::UnboundedSender<RunHint>>,
+    started_ms: u64,
+}
+
+/// Run a seat until `shutdown` resolves (control socket, SIGTERM, SIGINT).
+pub async fn run(
+    cfg: LaunchConfig,
+    factory: &dyn HarnessFactory,
+    opts: SeatOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<()> {
+    let mesh = Mesh::connect(&cfg).await?;
+    tracing::info!(space = %cfg.space, principal = %cfg.principal.dot(), "connected to the mesh");
+    let seat = Seat::new(cfg, mesh, opts);
+
+    let relay = relay::RelayServer::start(seat.clone()).await?;
+    let mcp = relay.launch(seat.opts.bridge_command.clone(), &seat.cfg)?;
+    let ctx = HarnessContext {
+        space: seat.cfg.space.clone(),
+        name: seat.cfg.name.clone(),
+        role: seat.cfg.role.clone(),
+        model: seat.cfg.model.clone(),
+        variant: seat.cfg.variant.clone(),
+        workspace_root: seat.cfg.workspace_root.clone(),
+        jcode: seat.cfg.jcode.clone(),
+        agent_env: seat.cfg.agent_env.clone(),
+        mcp,
+    };
+    let harness = factory.start(ctx).await?;
+    let result = seat.clone().serve(harness.clone(), shutdown).await;
+    harness.shutdown().await;
+    relay.stop();
+    result
+}
+
+impl Seat {
+    pub(crate) fn new(cfg: LaunchConfig, mesh: Mesh, opts: SeatOptions) -> Arc<Seat> {
+        let now = now_ms();
+        let mut inbox = Inbox::default();
+        let mut presence = PresenceState::new(now);
+        for ch in &cfg.quiet {
+            let ch = subject::sanitize_channel(ch);
+            inbox.modes.insert(ch.clone(), ChannelMode::Quiet);
+            presence.channel_modes.insert(ch, ChannelMode::Quiet);
+        }
+        for ch in &cfg.muted {
+            let ch = subject::sanitize_channel(ch);
+            inbox.modes.insert(ch.clone(), ChannelMode::Muted);
+            presence.channel_modes.insert(ch, ChannelMode::Muted);
+        }
+        Arc::new(Seat {
+            cfg,
+            mesh,
+            opts,
+            st: Mutex::new(State {
+                inbox,
+                presence,
+                joined: BTreeSet::new(),
+                busy: Busy::Idle,
+                failures: 0,
+                retry_at: None,
+                interrupt_pending: false,
+                interrupt_failed: false,
+                first_turn: true,
+                reconnecting: false,
+                mesh_ready: false,
+            }),
+            kick: Notify::new(),
+            presence_kick: Notify::new(),
+            harness: OnceLock::new(),
+            live_subs: Mutex::new(HashMap::new()),
+            hints: OnceLock::new(),
+            started_ms: now,
+        })
+    }
+
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock means a panic elsewhere; the state itself is still usable.
+        self.st.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn touch_presence(&self) {
+        self.presence_kick.notify_one();
+    }
+
+    pub(crate) fn kick(&self) {
+        self.kick.notify_one();
+    }
+
+    pub(crate) fn uptime_ms(&self) -> u64 {
+        now_ms().saturating_sub(self.started_ms)
+    }
+
+    /// Join the mesh and drive the agent until `shutdown`.
+    async fn serve(
+        self: Arc<Self>,
+        harness: Arc<dyn Harness>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) -> Result<()> {
+        let _ = self.harness.set(harness.clone());
+        if let Some(model) = harness.model_label() {
+            self.state().presence.model = Some(model);
+        }
+        let journal = harness.journal();
+        if let Some(j) = &journal {
+            self.state().presence.session_id = Some(j.session_id.clone());
+        }
+        let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+        tasks.push(tokio::spawn(self.clone().heartbeat()));
+        tasks.extend(self.clone().start_durables().await?);
+        for ch in self.cfg.subscribe.clone() {
+            if let Err(e) = self.join(&ch).await {
+                tracing::warn!(channel = %ch, error = %e, "cannot join channel");
+            }
+        }
+        self.state().mesh_ready = true;
+        self.touch_presence();
+
+        let mut emitter = None;
+        if self.cfg.events {
+            match journal {
+                Some(source) => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let _ = self.hints.set(tx);
+                    let em = events::Emitter::open(
+                        &self.cfg,
+                        self.mesh.clone(),
+                        source,
+                        self.opts.journal_poll,
+                    )?;
+                    emitter = Some(tokio::spawn(em.run(rx)));
+                }
+                None => tracing::warn!("COTAL_EVENTS is set but the harness has no journal"),
+            }
+        }
+
+        let result = self.clone().drive(harness.clone(), shutdown, emitter).await;
+        for t in tasks {
+            t.abort();
+        }
+        for (_, t) in self
+            .live_subs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+        {
+            t.abort();
+        }
+        // Leave presence: the record goes away rather than waiting out its TTL.
+        if let Err(e) = self.mesh.presence.delete(self.cfg.principal.dot()).await {
+            tracing::debug!(error = %e, "presence delete failed");
+        }
+        let _ = self.mesh.client.flush().await;
+        result
+    }
+
+    /// Heartbeat every 2 s and on every change.
+    async fn heartbeat(self: Arc<Self>) {
+        let key = self.cfg.principal.dot();
+        loop {
+            let rec = {
+                let st = self.state();
+                if st.mesh_ready {
+                    Some(self.presence_record(&st))
+                } else {
+                    None
+                }
+            };
+            if let Some(rec) = rec {
+                let bytes = serde_json::to_vec(&rec).unwrap_or_default();
+                if let Err(e) = self.mesh.presence.put(&key, bytes.into()).await {
+                    tracing::debug!(error = %e, "presence write failed");
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(HEARTBEAT) => {}
+                _ = self.presence_kick.notified() => {}
+            }
+        }
+    }
+
+    fn presence_record(&self, st: &State) -> serde_json::Value {
+        let now = now_ms();
+        let mut p = st.presence.clone();
+        let (auto, _, flight) = st.inbox.counts();
+        let status = if st.reconnecting || st.retry_at.is_some() {
+            Status::Waiting
+        } else if st.busy != Busy::Idle {
+            Status::Working
+        } else {
+            p.status
+        };
+        p.set_status(status, now);
+        if p.activity.is_none() && auto + flight > 0 {
+            let age = st
+                .inbox
+                .oldest_automatic_ts()
+                .map(|ts| (now as f64 - ts).max(0.0) / 1000.0)
+                .unwrap_or(0.0);
+            p.activity = Some(format!(
+                "{} message(s) uncommitted; oldest queued {:.0}s",
+                auto + flight,
+                age
+            ));
+            p.activity_since = Some(now);
+        }
+        p.attention = st.inbox.attention;
+        presence::record(&self.cfg, &p, now)
+    }
+
+    /// Bind (authed) or create (open) the directed-mail durables and pump them.
+    async fn start_durables(self: Arc<Self>) -> Result<Vec<JoinHandle<()>>> {
+        let me = &self.cfg.principal;
+        let create = self.cfg.is_open();
+        let mut tasks = Vec::new();
+        let dm = self
+            .mesh
+            .durable(
+                &self.mesh.names.dm_stream.clone(),
+                consumer::pull::Config {
+                    durable_name: Some(format!("dm_{}-{}", me.dash(), self.cfg.lifecycle_uid)),
+                    filter_subject: format!(
+                        "cotal.{}.inst.{}.{}.*.*",
+                        self.cfg.space, me.owner, me.actor
+                    ),
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: ACK_WAIT,
+                    deliver_policy: DeliverPolicy::New,
+                    ..Default::default()
+                },
+                create,
+            )
+            .await?;
+        tasks.push(tokio::spawn(self.clone().pump(dm)));
+        if let Some(role) = &self.cfg.role {
+            let role = subject::sanitize(role);
+            let svc = self
+                .mesh
+                .durable(
+                    &self.mesh.names.task_stream.clone(),
+                    consumer::pull::Config {
+                        durable_name: Some(format!("svc_{role}")),
+                        filter_subject: format!("cotal.{}.svc.{role}.*.*", self.cfg.space),
+                        ack_policy: AckPolicy::Explicit,
+                        ack_wait: ACK_WAIT,
+                        ..Default::default()
+                    },
+                    create,
+                )
+                .await?;
+            tasks.push(tokio::spawn(self.clone().pump(svc)));
+        }
+        // Durable channel backstop: provisioned by the delivery daemon in authed modes.
+        if !create {
+            let name = format!("dlv_{}-{}", me.dash(), self.cfg.lifecycle_uid);
+            match self.mesh.js.get_stream(&self.mesh.names.chat_stream).await {
+                Ok(stream) => match stream.get_consumer(&name).await {
+                    Ok(c) => tasks.push(tokio::spawn(self.clone().pump(c))),
+                    Err(e) => {
+                        tracing::info!(durable = %name, error = %e, "no durable channel backstop bound")
+                    }
+                },
+                Err(e) => tracing::warn!(error = %e, "chat stream not reachable"),
+            }
+        }
+        Ok(tasks)
+    }
+
+    /// Pull deliveries from one durable forever (the client reconnects underneath).
+    async fn pump(self: Arc<Self>, consumer: consumer::Consumer<consumer::pull::Config>) {
+        loop {
+            match consumer.messages().await {
+                Ok(mut stream) => {
+                    while let Some(next) = stream.next().await {
+                        match next {
+                            Ok(msg) => {
+                                let (m, acker) = msg.split();
+                                self.deliver(m.subject.as_str(), &m.payload, Some(acker), false)
+                                    .await;
+                            }
+                            Err(e) => {
+                                tracing::debug!(error = %e, "durable pull error");
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "durable stream failed"),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// Check one delivery and offer it to the inbox. Malformed, sender-mismatched
+    /// and unparsable deliveries are terminated, never redelivered.
+    pub(crate) async fn deliver(
+        &self,
+        subj: &str,
+        payload: &[u8],
+        ack: Option<Acker>,
+        historical: bool,
+    ) {
+        let checked = match envelope::check(subj, payload) {
+            Ok(c) => c,
+            Err(reject) => {
+                tracing::warn!(subject = %subj, reason = %reject, "terminating a bad delivery");
+                if let Some(a) = ack
+                    && let Err(e) = a.ack_with(AckKind::Term).await
+                {
+                    tracing::debug!(error = %e, "term failed");
+                }
+                return;
+            }
+        };
+        if checked.subject.space != self.cfg.space {
+            if let Some(a) = ack {
+                let _ = a.ack_with(AckKind::Term).await;
+            }
+            return;
+        }
+        if checked.subject.sender == self.cfg.principal {
+            // Our own channel traffic coming back.
+            if let Some(a) = ack {
+                let _ = a.ack().await;
+            }
+            return;
+        }
+        let item = self.item_from(&checked.message, &checked.subject.delivery, historical);
+        let (offer, evicted) = self.state().inbox.offer(item, ack);
+        for e in evicted {
+            // Dropped un-acked: directed mail redelivers after ack_wait.
+            tracing::info!(id = %e.item.id, "inbox full: evicted un-acked");
+        }
+        match offer {
+            Offer::Accepted(_) => {
+                self.kick();
+                self.touch_presence();
+            }
+            Offer::Duplicate { ack_now } | Offer::Dropped { ack_now } => {
+                if let Some(a) = ack_now {
+                    let _ = a.ack().await;
+                }
+            }
+        }
+    }
+
+    fn item_from(&self, msg: &CotalMessage, delivery: &Delivery, historical: bool) -> Item {
+        let me = self.cfg.name.to_lowercase();
+        let (kind, channel, service) = match delivery {
+            Delivery::Channel { channel } => (Kind::Channel, Some(channel.clone()), None),
+            Delivery::Direct { .. } => (Kind::Dm, None, None),
+            Delivery::Anycast { role } => (Kind::Anycast, None, Some(role.clone())),
+        };
+        let mentions_me = msg
+            .mentions
+            .as_ref()
+            .is_some_and(|m| m.iter().any(|n| n.to_lowercase() == me));
+        Item {
+            id: msg.id.clone(),
+            ts: msg.ts,
+            from_id: msg.from.id.clone(),
+            from_name: msg.from.name.clone(),
+            from_role: msg.from.role.clone(),
+            kind,
+            channel,
+            service,
+            mentions_me,
+            historical,
+            text: envelope::text_of(msg),
+        }
+    }
+
+    /// Subscribe a channel live (core subscription) and record the membership.
+    pub(crate) async fn join(self: &Arc<Self>, channel: &str) -> Result<()> {
+        let ch = subject::sanitize_channel(channel);
+        if ch.is_empty() || ch.len() > subject::MAX_CHANNEL_LENGTH {
+            return Err(Error::Wire("channel name is empty or too long".into()));
+        }
+        if self
+            .live_subs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&ch)
+        {
+            return Ok(());
+        }
+        let mut sub = self
+            .mesh
+            .client
+            .subscribe(subject::chat_read(&self.cfg.space, &ch))
+            .await
+            .map_err(Error::mesh)?;
+        let seat = self.clone();
+        let task = tokio::spawn(async move {
+            while let Some(m) = sub.next().await {
+                seat.deliver(m.subject.as_str(), &m.payload, None, false)
+                    .await;
+            }
+        });
+        self.live_subs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ch.clone(), task);
+        self.state().joined.insert(ch);
+        Ok(())
+    }
+
+    pub(crate) fn leave(&self, channel: &str) -> bool {
+        let ch = subject::sanitize_channel(channel);
+        let task = self
+            .live_subs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&ch);
+        if let Some(t) = &task {
+            t.abort();
+        }
+        self.state().joined.remove(&ch);
+        task.is_some()
+    }
+
+    /// The driver: start turns, soft-interrupt busy turns, ack after success, retry failures.
+    async fn drive(
+        self: Arc<Self>,
+        harness: Arc<dyn Harness>,
+        shutdown: impl std::future::Future<Output = ()>,
+        mut emitter: Option<JoinHandle<Result<()>>>,
+    ) -> Result<()> {
+        let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<Result<(), TurnFailure>>();
+        let (int_tx, mut int_rx) =
+            mpsc::unbounded_channel::<(Vec<String>, Result<(), TurnFailure>)>();
+        let mut signals = harness.signals();
+        tokio::pin!(shutdown);
+        loop {
+            self.step(&harness, &turn_tx, &int_tx);
+            let retry_at = self.state().retry_at;
+            tokio::select! {
+                _ = &mut shutdown => return Ok(()),
+                _ = self.kick.notified() => {}
+                Some(res) = turn_rx.recv() => self.turn_ended(res).await,
+                Some((ids, res)) = int_rx.recv() => self.interrupt_ended(ids, res),
+                sig = signals.recv() => match sig {
+                    Ok(s) => self.on_signal(s).await,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        return Err(Error::Harness("the harness closed its signal channel".into()));
+                    }
+                },
+                _ = async {
+                    match retry_at {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    self.state().retry_at = None;
+                }
+                res = async {
+                    match emitter.as_mut() {
+                        Some(h) => h.await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    emitter = None;
+                    match res {
+                        Ok(Ok(())) => tracing::info!("AG-UI emitter stopped"),
+                        Ok(Err(e)) => {
+                            tracing::error!(error = %e, "AG-UI emitter failed");
+                            if self.cfg.events_required {
+                                return Err(e);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "AG-UI emitter panicked");
+                            if self.cfg.events_required {
+                                return Err(Error::Events(e.to_string()));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Decide what to do now; spawns the turn or interrupt it starts.
+    fn step(
+        &self,
+        harness: &Arc<dyn Harness>,
+        turn_tx: &mpsc::UnboundedSender<Result<(), TurnFailure>>,
+        int_tx: &mpsc::UnboundedSender<(Vec<String>, Result<(), TurnFailure>)>,
+    ) {
+        let mut st = self.state();
+        if !st.mesh_ready || st.reconnecting {
+            return;
+        }
+        match st.busy {
+            Busy::Idle => {
+                if st.retry_at.is_some() || !st.inbox.wants_turn() {
+                    return;
+                }
+                let (items, mention) = st.inbox.begin_turn();
+                let mut text = String::new();
+                if st.first_turn {
+                    st.first_turn = false;
+                    text.push_str(&self.briefing(&st));
+                    text.push_str("\n\n");
+                }
+                if !items.is_empty() {
+                    text.push_str(&inbox::format_injection(&items));
+                }
+                if mention {
+                    if !items.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str(&inbox::mention_notice(st.inbox.counts().1));
+                }
+                st.busy = Busy::Ours;
+                st.interrupt_failed = false;
+                st.presence.condition = None;
+                st.presence.set_status(Status::Working, now_ms());
+                drop(st);
+                self.hint(RunHint::TurnStarted);
+                self.touch_presence();
+                let h = harness.clone();
+                let tx = turn_tx.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(h.send_turn(&text).await);
+                });
+            }
+            Busy::Ours | Busy::Foreign => {
+                if st.interrupt_pending || st.interrupt_failed || !st.inbox.has_directed() {
+                    return;
+                }
+                let items = st.inbox.take_directed();
+                st.interrupt_pending = true;
+                drop(st);
+                let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+                let text = inbox::format_injection(&items);
+                let h = harness.clone();
+                let tx = int_tx.clone();
+                let limit = self.opts.interrupt_timeout;
+                tokio::spawn(async move {
+                    let res = match tokio::time::timeout(limit, h.soft_interrupt(&text)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(TurnFailure {
+                            code: None,
+                            message: "soft interrupt timed out".into(),
+                        }),
+                    };
+                    let _ = tx.send((ids, res));
+                });
+            }
+        }
+    }
+
+    fn briefing(&self, st: &State) -> String {
+        let channels: Vec<&str> = st.joined.iter().map(String::as_str).collect();
+        format!(
+            "You are {} ({}) in the Cotal space {}; channels: {}. Use the cotal_* tools to talk to peers.",
+            self.cfg.name,
+            self.cfg.role.as_deref().unwrap_or("no role"),
+            self.cfg.space,
+            if channels.is_empty() {
+                "none".to_string()
+            } else {
+                channels.join(", ")
+            }
+        )
+    }
+
+    async fn turn_ended(&self, res: Result<(), TurnFailure>) {
+        let now = now_ms();
+        let acks = {
+            let mut st = self.state();
+            st.busy = Busy::Idle;
+            st.interrupt_pending = false;
+            match &res {
+                Ok(()) => {
+                    st.failures = 0;
+                    st.retry_at = None;
+                    st.presence.set_status(Status::Idle, now);
+                    st.inbox.finish_turn(true, now)
+                }
+                Err(f) => {
+                    st.inbox.finish_turn(false, now);
+                    if let Some(code) = &f.code {
+                        st.presence.condition =
+                            Some(Condition::from_native(code, Some(f.message.clone()), now));
+                    }
+                    st.failures += 1;
+                    if st.failures >= self.opts.max_failures {
+                        let n = st.inbox.abandon_queue();
+                        tracing::error!(
+                            failures = st.failures,
+                            dropped = n,
+                            "giving up on the held batch; it stays un-acked"
+                        );
+                        st.failures = 0;
+                        st.retry_at = None;
+                        st.presence.set_status(Status::Idle, now);
+                    } else {
+                        let factor = 1u32 << (st.failures - 1).min(16);
+                        let delay = (self.opts.retry_base * factor).min(self.opts.retry_max);
+                        st.retry_at = Some(Instant::now() + delay);
+                        st.presence.set_status(Status::Waiting, now);
+                        tracing::warn!(error = %f.message, retry_in_ms = delay.as_millis() as u64, "turn failed; batch held un-acked");
+                    }
+                    Vec::new()
+                }
+            }
+        };
+        self.hint(RunHint::TurnEnded { ok: res.is_ok() });
+        for a in acks {
+            if let Err(e) = a.ack().await {
+                tracing::warn!(error = %e, "ack failed; the message will be redelivered");
+            }
+        }
+        self.touch_presence();
+    }
+
+    fn interrupt_ended(&self, ids: Vec<String>, res: Result<(), TurnFailure>) {
+        let mut st = self.state();
+        st.interrupt_pending = false;
+        match res {
+            Ok(()) => {
+                if st.busy == Busy::Idle {
+                    // The turn ended before the interrupt was acknowledged: the
+                    // items ride the next turn instead.
+                    st.inbox.return_to_queue(&ids);
+                }
+            }
+            Err(f) => {
+                tracing::info!(reason = %f.message, "soft interrupt refused; messages wait for the next turn");
+                st.interrupt_failed = true;
+                st.inbox.return_to_queue(&ids);
+            }
+        }
+    }
+
+    async fn on_signal(&self, sig: HarnessSignal) {
+        let now = now_ms();
+        let mut hint = None;
+        let acks = {
+            let mut st = self.state();
+            let mut acks = Vec::new();
+            match sig {
+                HarnessSignal::Activity => st.presence.active_at = Some(now),
+                HarnessSignal::TurnStarted => {
+                    st.presence.condition = None;
+                    st.presence.active_at = Some(now);
+                    if st.busy == Busy::Idle {
+                        st.busy = Busy::Foreign;
+                        st.interrupt_failed = false;
+                        hint = Some(RunHint::TurnStarted);
+                    }
+                }
+                HarnessSignal::TurnEnded { ok } => {
+                    if st.busy == Busy::Foreign {
+                        st.busy = Busy::Idle;
+                        st.interrupt_pending = false;
+                        acks = st.inbox.finish_turn(ok, now);
+                        hint = Some(RunHint::TurnEnded { ok });
+                    }
+                }
+                HarnessSignal::Condition { code, message } => {
+                    st.presence.condition = Some(Condition::from_native(&code, message, now));
+                }
+                HarnessSignal::Reconnecting => st.reconnecting = true,
+                HarnessSignal::Reconnected => st.reconnecting = false,
+            }
+            acks
+        };
+        if let Some(h) = hint {
+            self.hint(h);
+        }
+        for a in acks {
+            if let Err(e) = a.ack().await {
+                tracing::warn!(error = %e, "ack failed; the message will be redelivered");
+            }
+        }
+        self.touch_presence();
+        self.kick();
+    }
+
+    fn hint(&self, h: RunHint) {
+        if let Some(tx) = self.hints.get() {
+            let _ = tx.send(h);
+        }
+    }
+
+    /// The inbox counts and timing for `cotal_connection_status`.
+    pub(crate) fn connection_summary(&self) -> serde_json::Value {
+        let st = self.state();
+        let (auto, pull, flight) = st.inbox.counts();
+        let connected = self.mesh.is_connected();
+        let state = if !connected {
+            "disconnected"
+        } else if !st.mesh_ready {
+            "connecting"
+        } else if st.retry_at.is_some() || st.reconnecting {
+            "degraded"
+        } else if auto > 0
+            && st.busy == Busy::Idle
+            && st
+                .inbox
+                .oldest_automatic_ts()
+                .is_some_and(|ts| (now_ms() as f64 - ts) > 60_000.0)
+        {
+            "stalled"
+        } else {
+            "ready"
+        };
+        serde_json::json!({
+            "state": state,
+            "automatic": auto,
+            "pullOnly": pull,
+            "inTurn": flight,
+            "lastDrainedAt": st.inbox.last_drained_ms,
+            "uptimeMs": self.uptime_ms(),
+            "status": self.presence_record(&st)["status"],
+        })
+    }
+
+    pub(crate) fn harness(&self) -> Option<&Arc<dyn Harness>> {
+        self.harness.get()
+    }
+}
