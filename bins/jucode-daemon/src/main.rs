@@ -1,11 +1,15 @@
-//! `jucode-daemon`: parses arguments and runs the daemon ([`jucode_server::run`]).
+//! `jucode-daemon`: parses arguments and runs the daemon ([`jucode_server::run`]), or with
+//! `serve`, one session of the built-in engine over stdin/stdout ([`serve`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use jucode_server::DaemonOptions;
+
+mod relay_admin;
+mod serve;
 
 /// The hosted relay, used when the relay is turned on and no --relay is given.
 const DEFAULT_RELAY: &str = "wss://app.jucode.net/relay/v1";
@@ -14,6 +18,8 @@ const DEFAULT_RELAY: &str = "wss://app.jucode.net/relay/v1";
 #[derive(Debug, Parser)]
 #[command(name = "jucode-daemon", version)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Cmd>,
     /// Address to listen on (HTTP and WebSocket on one port).
     #[arg(long, default_value = "127.0.0.1:7788")]
     listen: SocketAddr,
@@ -27,22 +33,91 @@ struct Args {
     #[arg(long)]
     no_relay: bool,
     /// The jucode home (default ~/.jucode); state lives in its daemon/ directory.
-    #[arg(long, env = "JUCODE_HOME")]
+    #[arg(long, env = "JUCODE_HOME", global = true)]
     home: Option<PathBuf>,
     /// A program speaking the serve protocol v2 to run as the jucode engine.
     #[arg(long, env = "JUCODE_SERVE_BIN")]
     serve_bin: Option<PathBuf>,
 }
 
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Run one session of the built-in jucode engine over stdin/stdout (serve protocol v2):
+    /// `hello` first, then events one JSON object per line; ops are read one per line.
+    Serve {
+        /// The session (conversation) id; a new one by default.
+        #[arg(long)]
+        session: Option<String>,
+        /// The directory the session works in (default: the current directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Continue the conversation saved under --session.
+        #[arg(long, requires = "session")]
+        resume: bool,
+        /// Another directory the session may work in (repeatable).
+        #[arg(long = "add-dir")]
+        add_dir: Vec<PathBuf>,
+    },
+    /// Print a link that pairs a phone through the relay (asks the daemon running at --listen).
+    Pair,
+    /// Turn the relay connection on or off, or show it (the running daemon's, else the setting).
+    Relay {
+        #[arg(value_enum)]
+        action: relay_admin::RelayAction,
+    },
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
+    // serve's stdout is the protocol: logs go to stderr, quieter by default.
+    let default_filter = if args.command.is_some() {
+        "warn"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(Cmd::Pair | Cmd::Relay { .. }) = &args.command {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        return runtime.block_on(async {
+            match args.command {
+                Some(Cmd::Relay { action }) => {
+                    relay_admin::relay(args.listen, args.home, action).await
+                }
+                _ => relay_admin::pair(args.listen, args.home).await,
+            }
+        });
+    }
+    if let Some(Cmd::Serve {
+        session,
+        cwd,
+        resume,
+        add_dir,
+    }) = args.command
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let result = runtime.block_on(serve::run(serve::ServeArgs {
+            session,
+            cwd,
+            resume,
+            extra_dirs: add_dir,
+            home: args.home,
+        }));
+        // The blocking stdin reader may still wait for input: do not wait for it.
+        runtime.shutdown_background();
+        return result;
+    }
     let options = DaemonOptions {
         listen: args.listen,
         web: args.web,

@@ -691,7 +691,8 @@ impl crate::Hub {
     }
 
     /// Sends `payload` to every subscription of every device (the notification triggers call
-    /// this); a 410 answer drops the subscription.
+    /// this); a 410 answer drops the subscription. Takes the hub lock: call it without holding
+    /// it (e.g. after an event was broadcast, not inside the event pump's locked section).
     pub fn notify(
         self: &std::sync::Arc<Self>,
         title: &str,
@@ -747,5 +748,103 @@ impl crate::Hub {
             }
         }
         results
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn devices() -> (tempfile::TempDir, StateDir, Devices) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateDir::open(dir.path()).unwrap();
+        let devices = Devices::open(&store).unwrap();
+        (dir, store, devices)
+    }
+
+    fn code(d: &mut Devices) -> String {
+        match d.start_pairing().unwrap() {
+            DaemonEvent::Pairing { code, .. } => code,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_relay_key_pairs_once_and_is_listed_with_its_kind() {
+        let (_dir, store, mut d) = devices();
+        let key = [7u8; 32];
+        let c = code(&mut d);
+        let (id, name) = d.pair_relay(&c.to_lowercase(), "  phone  ", &key).unwrap();
+        assert_eq!(name, "phone");
+        assert_eq!(d.relay_device(&key), Some((id.clone(), name)));
+        // Used: the same code pairs nothing else.
+        assert_eq!(d.pair_relay(&c, "x", &[8u8; 32]), Err(PairError::WrongCode));
+        // A relay device is not a token device, even for a token whose bytes are its key.
+        let ascii = *b"0123456789abcdef0123456789abcdef";
+        let c = code(&mut d);
+        d.pair_relay(&c, "ascii", &ascii).unwrap();
+        assert_eq!(d.device_for_token("0123456789abcdef0123456789abcdef"), None);
+        let DaemonEvent::Devices { devices } = d.list_event() else {
+            panic!()
+        };
+        assert!(
+            devices
+                .iter()
+                .all(|d| d.kind.as_deref() == Some(RELAY_KIND))
+        );
+        // Survives a restart, kind included.
+        drop(d);
+        let d = Devices::open(&store).unwrap();
+        assert_eq!(d.relay_device(&key).map(|f| f.0), Some(id));
+    }
+
+    #[test]
+    fn expired_codes_and_five_wrong_tries_kill_codes() {
+        let (_dir, _store, mut d) = devices();
+        let c = code(&mut d);
+        d.codes.insert(c.clone(), now_ms() - 1);
+        assert_eq!(d.pair_relay(&c, "p", &[1u8; 32]), Err(PairError::WrongCode));
+        let c = code(&mut d);
+        for wrong in ["AAAAAAAA", "bad", "BBBBBBBB", "CCCCCCCC", "DDDDDDDD"] {
+            assert_eq!(
+                d.pair_relay(wrong, "p", &[2u8; 32]),
+                Err(PairError::WrongCode)
+            );
+        }
+        assert_eq!(d.pair_relay(&c, "p", &[2u8; 32]), Err(PairError::WrongCode));
+        let c = code(&mut d);
+        assert!(d.pair_relay(&c, "p", &[2u8; 32]).is_ok());
+    }
+
+    #[test]
+    fn push_subscriptions_move_and_go_with_their_device() {
+        let (_dir, store, mut d) = devices();
+        let c = code(&mut d);
+        let (a, _) = d.pair_relay(&c, "a", &[3u8; 32]).unwrap();
+        let c = code(&mut d);
+        let (b, _) = d.pair_relay(&c, "b", &[4u8; 32]).unwrap();
+        let sub = serde_json::json!({"endpoint": "https://push.example/x", "keys": {"p256dh": "k", "auth": "a"}});
+        let target = PushTarget::parse(&sub).unwrap();
+        assert_eq!(target.service(), "push.example");
+        d.push().subscribe(&a, target.clone()).unwrap();
+        // The same endpoint registered by another device moves to it.
+        d.push().subscribe(&b, target.clone()).unwrap();
+        assert!(d.push().of(Some(&a)).is_empty());
+        assert_eq!(d.push().of(Some(&b)), vec![target]);
+        let getui =
+            PushTarget::parse(&serde_json::json!({"provider": "getui", "client_id": "cid"}))
+                .unwrap();
+        assert_eq!(getui.service(), "getui");
+        d.push().subscribe(&b, getui).unwrap();
+        assert!(
+            PushTarget::parse(
+                &serde_json::json!({"endpoint": "ftp://x", "keys": {"p256dh": "k", "auth": "a"}})
+            )
+            .is_err()
+        );
+        d.revoke(&b).unwrap();
+        assert!(d.push().of(None).is_empty());
+        let saved = std::fs::read_to_string(store.path(PUSH_FILE)).unwrap();
+        assert_eq!(saved.trim(), "[]");
     }
 }

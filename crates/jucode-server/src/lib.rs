@@ -175,7 +175,10 @@ pub async fn run(
     } else {
         engines.insert(
             "jucode".into(),
-            Arc::new(jucode_agent::JucodeEngine::new(home.clone(), user_home.clone())),
+            Arc::new(jucode_agent::JucodeEngine::new(
+                home.clone(),
+                user_home.clone(),
+            )),
         );
     }
     let adapters = jucode_adapters::AdapterConfig {

@@ -9,6 +9,8 @@
 //! Both binaries must be built before the tests run:
 //! `cargo build -p jucode-testsupport -p jucode-daemon`.
 
+pub mod fake_model;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -127,17 +129,34 @@ impl Daemon {
 
     /// As [`Daemon::start`], with more command-line arguments (e.g. `--web <dir>`).
     pub async fn start_with(home: &Path, extra_args: &[&str]) -> Result<Daemon> {
-        let daemon = daemon_bin()?;
-        let engine = fake_serve_bin()?;
+        Daemon::spawn(home, extra_args, Some(fake_serve_bin()?)).await
+    }
+
+    /// Starts the daemon with its built-in jucode engine (no `JUCODE_SERVE_BIN`), after
+    /// writing `config` as `<home>/config.json` (e.g. [`fake_model::FakeModel::config`]).
+    pub async fn start_builtin(home: &Path, config: &Value) -> Result<Daemon> {
         std::fs::create_dir_all(home).with_context(|| format!("create {}", home.display()))?;
-        let mut child = Command::new(&daemon)
+        let path = home.join("config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(config)?)
+            .with_context(|| format!("write {}", path.display()))?;
+        Daemon::spawn(home, &[], None).await
+    }
+
+    async fn spawn(home: &Path, extra_args: &[&str], serve_bin: Option<PathBuf>) -> Result<Daemon> {
+        let daemon = daemon_bin()?;
+        std::fs::create_dir_all(home).with_context(|| format!("create {}", home.display()))?;
+        let mut command = Command::new(&daemon);
+        match &serve_bin {
+            Some(engine) => command.env("JUCODE_SERVE_BIN", engine),
+            None => command.env_remove("JUCODE_SERVE_BIN"),
+        };
+        let mut child = command
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--home")
             .arg(home)
             .arg("--no-relay")
             .args(extra_args)
-            .env("JUCODE_SERVE_BIN", &engine)
             // The user's home is the temporary directory around the jucode home, so `~` and
             // new projects stay inside the test's directory.
             .env("HOME", home.parent().unwrap_or(home))

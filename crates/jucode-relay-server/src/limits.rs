@@ -1,0 +1,129 @@
+//! The relay's limits (relay-protocol §7) and the sliding-window rates behind them.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Every limit and timer of the relay; [`Limits::default`] is the protocol's.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest WebSocket message, either side.
+    pub max_message: usize,
+    /// Streams one host may have open; the next client gets 4429.
+    pub streams_per_host: usize,
+    /// New client connections per IP per minute.
+    pub connects_per_ip: usize,
+    /// Host connection attempts per IP per minute.
+    pub host_auth_per_ip: usize,
+    /// Time a host has to answer the challenge.
+    pub handshake: Duration,
+    /// A client stream silent this long is closed.
+    pub idle: Duration,
+    /// The relay pings each host this often.
+    pub ping: Duration,
+    /// A host silent this long is dropped.
+    pub host_dead: Duration,
+    /// Push requests per host per minute.
+    pub pushes_per_host: usize,
+    /// Largest push payload (serialized JSON).
+    pub push_payload: usize,
+    /// How far a push request's `ts` may be from now.
+    pub push_skew: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_message: 1024 * 1024,
+            streams_per_host: 32,
+            connects_per_ip: 20,
+            host_auth_per_ip: 10,
+            handshake: Duration::from_secs(10),
+            idle: Duration::from_secs(600),
+            ping: Duration::from_secs(30),
+            host_dead: Duration::from_secs(75),
+            pushes_per_host: 60,
+            push_payload: 3 * 1024,
+            push_skew: Duration::from_secs(300),
+        }
+    }
+}
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// Events in the last minute, per key.
+struct Window<K> {
+    seen: HashMap<K, VecDeque<Instant>>,
+}
+
+impl<K> Default for Window<K> {
+    fn default() -> Self {
+        Window {
+            seen: HashMap::new(),
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Window<K> {
+    /// Records an event for `key` if fewer than `max` happened in the last minute.
+    fn admit(&mut self, key: &K, max: usize) -> bool {
+        let now = Instant::now();
+        // Forget keys whose events are all old, so the map does not grow without bound.
+        self.seen.retain(|_, q| {
+            while q.front().is_some_and(|t| now.duration_since(*t) > WINDOW) {
+                q.pop_front();
+            }
+            !q.is_empty()
+        });
+        let q = self.seen.entry(key.clone()).or_default();
+        if q.len() >= max {
+            return false;
+        }
+        q.push_back(now);
+        true
+    }
+}
+
+/// The relay's rate limits.
+#[derive(Default)]
+pub struct Rates {
+    connects: Window<IpAddr>,
+    host_auth: Window<IpAddr>,
+    pushes: Window<String>,
+}
+
+impl Rates {
+    pub fn client_connect(&mut self, ip: IpAddr, limits: &Limits) -> bool {
+        self.connects.admit(&ip, limits.connects_per_ip)
+    }
+
+    pub fn host_auth(&mut self, ip: IpAddr, limits: &Limits) -> bool {
+        self.host_auth.admit(&ip, limits.host_auth_per_ip)
+    }
+
+    pub fn push(&mut self, host: &str, limits: &Limits) -> bool {
+        self.pushes.admit(&host.to_string(), limits.pushes_per_host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn windows_admit_up_to_the_limit_then_recover() {
+        let limits = Limits::default();
+        let mut rates = Rates::default();
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.2".parse().unwrap();
+        for _ in 0..20 {
+            assert!(rates.client_connect(ip, &limits));
+        }
+        assert!(!rates.client_connect(ip, &limits));
+        assert!(rates.client_connect(other, &limits));
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert!(rates.client_connect(ip, &limits));
+    }
+}

@@ -1,0 +1,718 @@
+//! The daemon's side of the relay: one outbound WebSocket, its keepalive and reconnects, and
+//! one Noise responder per client stream.
+//!
+//! Shape: a supervisor loop ([`start`]) follows the hub's relay switch and reconnects with
+//! jittered backoff; while connected, a reader routes frames to per-stream tasks and a single
+//! writer task owns the socket (our pings, pongs flushed at once, stream data). Each stream
+//! task authorizes or pairs the phone's Noise key, then speaks to the hub exactly as a local
+//! WebSocket does, as `Auth::Device`.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use jucode_hub::{Auth, Hub, Outgoing, PairError};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::{self, Message};
+
+use crate::frame::Frame;
+use crate::identity::{Identity, b64, unb64};
+use crate::noise::{self, Channel};
+use crate::push::PushClient;
+
+/// The relay's ping period; we ping as often to find half-open TCP.
+const PING_EVERY: Duration = Duration::from_secs(30);
+/// Silence this long means the link is dead.
+const DEAD_AFTER: Duration = Duration::from_secs(75);
+/// Each connect step (TCP, TLS, upgrade) and the challenge wait.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+/// A phone gets this long to send its first Noise message.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
+const BACKOFF_START: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// A link must stay up this long before the backoff starts again from 1 s.
+const STABLE_AFTER: Duration = Duration::from_secs(30);
+/// Handshakes that fail (unknown key without a good code, bad message) per minute before new
+/// streams are refused unread for the rest of the minute: each costs two X25519 operations.
+const MAX_FAILED_HANDSHAKES: usize = 10;
+/// Streams the daemon serves at once (twice the relay's own limit).
+const MAX_STREAMS: usize = 64;
+/// Noise messages waiting for one stream task; a full queue closes that stream.
+const STREAM_QUEUE: usize = 512;
+/// Frames waiting for the socket writer (shared by every stream).
+const WRITER_QUEUE: usize = 1024;
+/// The relay's message limit, with room for the frame header.
+const MAX_LINK_MESSAGE: usize = 1024 * 1024 + 64;
+
+/// A floor for the write-buffer cap, above tungstenite's 128 KiB write buffer.
+const WRITE_BUFFER_FLOOR: usize = 512 * 1024;
+
+/// Starts the relay task for `url` (`--relay`). It connects whenever the hub's relay switch is
+/// on (the `relay` setting and no `--no-relay`) and disconnects when it goes off.
+pub fn start(hub: Arc<Hub>, url: String, version: String) -> tokio::task::JoinHandle<()> {
+    let link = Arc::new(Link::new(hub.state_dir(), url.clone()));
+    hub.attach_relay(link.clone());
+    tokio::spawn(supervise(hub, link, url, version))
+}
+
+/// The hub's handle on the relay: identity on demand, push through the relay.
+pub(crate) struct Link {
+    dir: std::path::PathBuf,
+    identity: Mutex<Option<Arc<Identity>>>,
+    push: PushClient,
+}
+
+impl Link {
+    fn new(dir: std::path::PathBuf, url: String) -> Link {
+        Link {
+            dir,
+            identity: Mutex::new(None),
+            push: PushClient::new(&url),
+        }
+    }
+
+    fn identity(&self) -> Result<Arc<Identity>, String> {
+        let mut slot = self.identity.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(id) = &*slot {
+            return Ok(id.clone());
+        }
+        let id = Arc::new(Identity::load_or_create(&self.dir).map_err(|e| e.to_string())?);
+        *slot = Some(id.clone());
+        Ok(id)
+    }
+}
+
+impl jucode_hub::RelayLink for Link {
+    fn identity(&self) -> Result<(String, String), String> {
+        let id = Link::identity(self)?;
+        Ok((id.host_id(), b64(id.static_public())))
+    }
+
+    fn push(
+        &self,
+        subscription: serde_json::Value,
+        payload: serde_json::Value,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, String>> + Send>> {
+        let identity = Link::identity(self);
+        let push = self.push.clone();
+        Box::pin(async move {
+            let identity = identity?;
+            push.send(&identity, subscription, payload)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
+
+/// Why a link ended.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    #[error("{0} timed out")]
+    Timeout(&'static str),
+    #[error("relay URL {0:?}: {1}")]
+    Url(String, String),
+    #[error("connect: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("websocket: {0}")]
+    Ws(#[from] tungstenite::Error),
+    #[error("tls: {0}")]
+    Tls(String),
+    #[error("relay identity: {0}")]
+    Identity(String),
+    #[error("relay protocol: {0}")]
+    Protocol(String),
+    #[error("the relay closed the link ({0}: {1})")]
+    Closed(u16, String),
+    #[error("no word from the relay for 75 s")]
+    Dead,
+    #[error("the relay was turned off")]
+    Off,
+}
+
+async fn supervise(hub: Arc<Hub>, link: Arc<Link>, url: String, version: String) {
+    let mut switch = hub.relay_switch();
+    let mut backoff = Backoff::default();
+    loop {
+        if switch.wait_for(|on| *on).await.is_err() {
+            return;
+        }
+        let identity = match link.identity() {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!("relay: {e}");
+                let _ = switch.wait_for(|on| !*on).await;
+                continue;
+            }
+        };
+        let mut up_since = None;
+        let result =
+            connect_and_serve(&hub, &identity, &url, &version, &mut switch, &mut up_since).await;
+        hub.set_relay_connected(false, None);
+        let up_for = up_since.map(|t: Instant| t.elapsed());
+        let replaced =
+            matches!(&result, Err(LinkError::Closed(code, _)) if *code == crate::close::REPLACED);
+        match &result {
+            Err(LinkError::Off) => {
+                tracing::info!("relay: disconnected (turned off)");
+                continue;
+            }
+            Err(LinkError::Closed(code, _)) if *code == crate::close::REPLACED => {
+                // Another daemon with this identity took the link: do not fight over it.
+                tracing::warn!(
+                    "relay: replaced by another connection with this host id (is a copy of this daemon running elsewhere?); waiting"
+                );
+            }
+            Err(e) => tracing::warn!("relay: {e}"),
+            Ok(()) => {}
+        }
+        let delay = backoff.next(up_for, replaced) + jitter();
+        tracing::info!("relay: reconnecting in {} ms", delay.as_millis());
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = switch.wait_for(|on| !*on) => {}
+        }
+    }
+}
+
+/// Reconnect delays: 1 s doubling to 60 s; back to 1 s only after a link stayed up 30 s;
+/// straight to 60 s when another connection with our identity replaced us (4409), so two
+/// daemons sharing one identity do not take the link from each other in a loop.
+#[derive(Debug)]
+pub struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            next: BACKOFF_START,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay (before jitter) after a link that was up for `up_for` (`None`: never up).
+    pub fn next(&mut self, up_for: Option<Duration>, replaced: bool) -> Duration {
+        if up_for.is_some_and(|d| d >= STABLE_AFTER) {
+            self.next = BACKOFF_START;
+        }
+        if replaced {
+            self.next = BACKOFF_MAX;
+        }
+        let delay = self.next;
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        delay
+    }
+}
+
+/// 0–1 s of random delay, so many daemons do not reconnect in step.
+fn jitter() -> Duration {
+    let mut b = [0u8; 2];
+    let _ = SystemRandom::new().fill(&mut b);
+    Duration::from_millis(u64::from(u16::from_le_bytes(b)) % 1000)
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+async fn step<T, E: Into<LinkError>>(
+    what: &'static str,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, LinkError> {
+    match tokio::time::timeout(STEP_TIMEOUT, fut).await {
+        Ok(r) => r.map_err(Into::into),
+        Err(_) => Err(LinkError::Timeout(what)),
+    }
+}
+
+/// TCP, then TLS for `wss`, then the WebSocket upgrade, each bounded by 10 s.
+pub async fn open_socket(
+    url: &str,
+    max_message: usize,
+) -> Result<WebSocketStream<Box<dyn IoBox>>, LinkError> {
+    let bad = |m: &str| LinkError::Url(url.to_string(), m.to_string());
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
+    let tls = match uri.scheme_str() {
+        Some("wss") => true,
+        Some("ws") => false,
+        _ => return Err(bad("the scheme must be ws or wss")),
+    };
+    let host = uri.host().ok_or_else(|| bad("no host"))?.to_string();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let host_for_tcp = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let tcp = step(
+        "TCP connect",
+        tokio::net::TcpStream::connect((host_for_tcp.as_str(), port)),
+    )
+    .await?;
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn IoBox> = if tls {
+        let connector = tokio_rustls::TlsConnector::from(tls_config()?);
+        let name = rustls::pki_types::ServerName::try_from(host_for_tcp.clone())
+            .map_err(|e| bad(&e.to_string()))?;
+        Box::new(step("TLS handshake", connector.connect(name, tcp)).await?)
+    } else {
+        Box::new(tcp)
+    };
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(max_message))
+        .max_frame_size(Some(max_message))
+        // Must exceed the 128 KiB write buffer or tungstenite panics.
+        .max_write_buffer_size((4 * max_message).max(WRITE_BUFFER_FLOOR));
+    let (ws, _) = step(
+        "WebSocket upgrade",
+        tokio_tungstenite::client_async_with_config(url, stream, Some(config)),
+    )
+    .await?;
+    Ok(ws)
+}
+
+/// Anything the WebSocket can run over (TCP, or TLS over TCP).
+pub trait IoBox: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: Io> IoBox for T {}
+
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, LinkError> {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| LinkError::Tls(e.to_string()))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+enum RelayText {
+    Challenge { nonce: String },
+    Ready { host: String },
+}
+
+/// What the socket writer is asked to do.
+enum Out {
+    Frame(Frame),
+    /// A ping was read: get its queued pong onto the wire now.
+    Flush,
+}
+
+async fn connect_and_serve(
+    hub: &Arc<Hub>,
+    identity: &Arc<Identity>,
+    url: &str,
+    version: &str,
+    switch: &mut watch::Receiver<bool>,
+    up_since: &mut Option<Instant>,
+) -> Result<(), LinkError> {
+    let connect = async {
+        let endpoint = format!("{}/host", url.trim_end_matches('/'));
+        let mut ws = open_socket(&endpoint, MAX_LINK_MESSAGE).await?;
+        authenticate(&mut ws, identity, version).await?;
+        Ok::<_, LinkError>(ws)
+    };
+    let ws = tokio::select! {
+        ws = connect => ws?,
+        _ = switch.wait_for(|on| !*on) => return Err(LinkError::Off),
+    };
+    tracing::info!("relay: connected to {url} as host {}", identity.host_id());
+    hub.set_relay_connected(true, Some(identity.host_id()));
+    *up_since = Some(Instant::now());
+    serve(hub, identity, ws, switch).await
+}
+
+/// Answers the relay's challenge and waits for `ready` (a host link's first step).
+pub async fn authenticate(
+    ws: &mut WebSocketStream<Box<dyn IoBox>>,
+    identity: &Identity,
+    version: &str,
+) -> Result<(), LinkError> {
+    let nonce = match read_text(ws).await? {
+        RelayText::Challenge { nonce } => nonce,
+        RelayText::Ready { .. } => {
+            return Err(LinkError::Protocol("ready before challenge".into()));
+        }
+    };
+    let nonce = unb64(&nonce)
+        .filter(|n| n.len() == 32)
+        .ok_or_else(|| LinkError::Protocol("the challenge nonce is not 32 bytes".into()))?;
+    let mut signed = crate::AUTH_CONTEXT.to_vec();
+    signed.extend_from_slice(&nonce);
+    let auth = json!({
+        "t": "auth",
+        "pub": b64(identity.public()),
+        "sig": b64(&identity.sign(&signed)),
+        "v": version,
+    });
+    step("sending auth", ws.send(Message::text(auth.to_string()))).await?;
+    match read_text(ws).await? {
+        RelayText::Ready { host } => {
+            if host != identity.host_id() {
+                return Err(LinkError::Protocol(format!(
+                    "the relay calls us {host}, not {}",
+                    identity.host_id()
+                )));
+            }
+            Ok(())
+        }
+        RelayText::Challenge { .. } => Err(LinkError::Protocol("a second challenge".into())),
+    }
+}
+
+async fn read_text(ws: &mut WebSocketStream<Box<dyn IoBox>>) -> Result<RelayText, LinkError> {
+    loop {
+        let msg = match tokio::time::timeout(STEP_TIMEOUT, ws.next()).await {
+            Err(_) => return Err(LinkError::Timeout("relay authentication")),
+            Ok(None) => return Err(LinkError::Protocol("the relay hung up".into())),
+            Ok(Some(m)) => m?,
+        };
+        match msg {
+            Message::Text(t) => {
+                return serde_json::from_str(t.as_str())
+                    .map_err(|e| LinkError::Protocol(format!("unexpected text {e}")));
+            }
+            Message::Close(frame) => {
+                let (code, reason) = frame
+                    .map(|f| (u16::from(f.code), f.reason.to_string()))
+                    .unwrap_or((1005, String::new()));
+                return Err(LinkError::Closed(code, reason));
+            }
+            Message::Ping(_) => {
+                ws.flush().await?;
+            }
+            _ => return Err(LinkError::Protocol("binary before ready".into())),
+        }
+    }
+}
+
+/// Failed handshakes in the last minute, shared by every stream of the daemon.
+#[derive(Default)]
+struct Limiter {
+    failures: VecDeque<Instant>,
+}
+
+impl Limiter {
+    fn prune(&mut self) {
+        while self
+            .failures
+            .front()
+            .is_some_and(|t| t.elapsed() > Duration::from_secs(60))
+        {
+            self.failures.pop_front();
+        }
+    }
+
+    fn allow(&mut self) -> bool {
+        self.prune();
+        self.failures.len() < MAX_FAILED_HANDSHAKES
+    }
+
+    fn failed(&mut self) {
+        self.prune();
+        self.failures.push_back(Instant::now());
+    }
+}
+
+async fn serve(
+    hub: &Arc<Hub>,
+    identity: &Arc<Identity>,
+    ws: WebSocketStream<Box<dyn IoBox>>,
+    switch: &mut watch::Receiver<bool>,
+) -> Result<(), LinkError> {
+    let (mut sink, mut stream) = ws.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Out>(WRITER_QUEUE);
+    // The one writer: stream frames, our pings, and a flush after every ping we read so the
+    // automatic pong leaves even when nothing else is written.
+    let writer = tokio::spawn(async move {
+        let mut ping = tokio::time::interval(PING_EVERY);
+        ping.tick().await;
+        loop {
+            let result = tokio::select! {
+                out = out_rx.recv() => match out {
+                    None => break,
+                    Some(Out::Flush) => sink.flush().await,
+                    Some(Out::Frame(f)) => sink.send(Message::binary(f.encode())).await,
+                },
+                _ = ping.tick() => sink.send(Message::Ping(Vec::new().into())).await,
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let limiter = Arc::new(Mutex::new(Limiter::default()));
+    let mut streams: HashMap<u32, mpsc::Sender<Vec<u8>>> = HashMap::new();
+    let result = loop {
+        let next = tokio::select! {
+            next = tokio::time::timeout(DEAD_AFTER, stream.next()) => next,
+            _ = switch.wait_for(|on| !*on) => break Err(LinkError::Off),
+        };
+        let msg = match next {
+            Err(_) => break Err(LinkError::Dead),
+            Ok(None) => break Err(LinkError::Protocol("the relay hung up".into())),
+            Ok(Some(Err(e))) => break Err(e.into()),
+            Ok(Some(Ok(msg))) => msg,
+        };
+        match msg {
+            Message::Binary(bytes) => {
+                let frame = match Frame::decode(&bytes) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        tracing::warn!("relay: dropping a bad frame: {e}");
+                        continue;
+                    }
+                };
+                route(hub, identity, &limiter, &out_tx, &mut streams, frame).await;
+            }
+            Message::Ping(_) => {
+                let _ = out_tx.send(Out::Flush).await;
+            }
+            Message::Close(frame) => {
+                let (code, reason) = frame
+                    .map(|f| (u16::from(f.code), f.reason.to_string()))
+                    .unwrap_or((1005, String::new()));
+                break Err(LinkError::Closed(code, reason));
+            }
+            Message::Text(_) => tracing::warn!("relay: ignoring a text frame after ready"),
+            Message::Pong(_) | Message::Frame(_) => {}
+        }
+    };
+    // Dropping the senders ends every stream task, which disconnects its hub client.
+    drop(streams);
+    drop(out_tx);
+    writer.abort();
+    result
+}
+
+async fn route(
+    hub: &Arc<Hub>,
+    identity: &Arc<Identity>,
+    limiter: &Arc<Mutex<Limiter>>,
+    out: &mpsc::Sender<Out>,
+    streams: &mut HashMap<u32, mpsc::Sender<Vec<u8>>>,
+    frame: Frame,
+) {
+    match frame {
+        Frame::Open(id) => {
+            // The relay allows 32; a relay that opens more gets them closed unread.
+            if streams.len() >= MAX_STREAMS && !streams.contains_key(&id) {
+                let _ = out.send(Out::Frame(Frame::Close(id))).await;
+                return;
+            }
+            let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+            // A reused id replaces (and so ends) the old stream.
+            streams.insert(id, tx);
+            let task = StreamTask {
+                hub: hub.clone(),
+                identity: identity.clone(),
+                limiter: limiter.clone(),
+                out: out.clone(),
+                id,
+            };
+            tokio::spawn(task.run(rx));
+        }
+        Frame::Data(id, payload) => {
+            let Some(tx) = streams.get(&id) else {
+                return;
+            };
+            if tx.try_send(payload).is_err() {
+                // Too slow, or already finished: either way the stream is over.
+                streams.remove(&id);
+                let _ = out.send(Out::Frame(Frame::Close(id))).await;
+            }
+        }
+        Frame::Close(id) => {
+            streams.remove(&id);
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Hello {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    pair: Option<String>,
+}
+
+struct StreamTask {
+    hub: Arc<Hub>,
+    identity: Arc<Identity>,
+    limiter: Arc<Mutex<Limiter>>,
+    out: mpsc::Sender<Out>,
+    id: u32,
+}
+
+impl StreamTask {
+    fn limiter(&self) -> std::sync::MutexGuard<'_, Limiter> {
+        self.limiter.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    async fn send(&self, payload: Vec<u8>) -> bool {
+        self.out
+            .send(Out::Frame(Frame::Data(self.id, payload)))
+            .await
+            .is_ok()
+    }
+
+    async fn close(&self) {
+        let _ = self.out.send(Out::Frame(Frame::Close(self.id))).await;
+    }
+
+    async fn run(self, mut inbound: mpsc::Receiver<Vec<u8>>) {
+        let Ok(Some(msg1)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.recv()).await else {
+            self.close().await;
+            return;
+        };
+        let Some((device, channel)) = self.handshake(&msg1).await else {
+            self.close().await;
+            return;
+        };
+        self.serve(device, channel, inbound).await;
+        self.close().await;
+    }
+
+    /// Reads msg1, authorizes or pairs the phone's key, writes msg2. `None` closes the stream.
+    async fn handshake(&self, msg1: &[u8]) -> Option<(String, Channel)> {
+        if !self.limiter().allow() {
+            tracing::warn!("relay: too many failed handshakes this minute; refusing a stream");
+            return None;
+        }
+        // msg1 opens with the phone's ephemeral key in clear: refuse weak ones unread.
+        if msg1.len() > noise::MAX_NOISE_MESSAGE || msg1.get(..32).is_none_or(noise::is_weak_key) {
+            self.limiter().failed();
+            return None;
+        }
+        let mut hs = noise::responder(self.identity.static_private()).ok()?;
+        let mut payload = vec![0u8; msg1.len()];
+        let Ok(n) = hs.read_message(msg1, &mut payload) else {
+            self.limiter().failed();
+            return None;
+        };
+        let key = hs.get_remote_static()?.to_vec();
+        if noise::is_weak_key(&key) {
+            self.limiter().failed();
+            return None;
+        }
+        let hello: Hello = serde_json::from_slice(&payload[..n]).unwrap_or(Hello {
+            name: String::new(),
+            pair: None,
+        });
+        let decision = match self.hub.relay_device(&key) {
+            Some(found) => Ok(found),
+            None => match hello.pair.as_deref() {
+                Some(code) => self
+                    .hub
+                    .pair_relay_device(code, &hello.name, &key)
+                    .map_err(|e| match e {
+                        PairError::Store(_) => "the daemon could not save the device".to_string(),
+                        other => other.to_string(),
+                    }),
+                None => Err("this device is not paired: open a new pairing link".to_string()),
+            },
+        };
+        let reply = match &decision {
+            Ok((device, name)) => json!({"ok": true, "device": device, "name": name}),
+            Err(error) => {
+                self.limiter().failed();
+                json!({"ok": false, "error": error})
+            }
+        };
+        let body = reply.to_string();
+        let mut msg2 = vec![0u8; body.len() + 128];
+        let n = hs.write_message(body.as_bytes(), &mut msg2).ok()?;
+        msg2.truncate(n);
+        if !self.send(msg2).await {
+            return None;
+        }
+        let (device, _) = decision.ok()?;
+        let transport = hs.into_transport_mode().ok()?;
+        Some((device, Channel::new(transport)))
+    }
+
+    /// The stream as a device connection: hub frames out, client frames in.
+    async fn serve(
+        &self,
+        device: String,
+        mut channel: Channel,
+        mut inbound: mpsc::Receiver<Vec<u8>>,
+    ) {
+        let conn = self.hub.connect(Auth::Device(device));
+        let client = conn.id;
+        let mut frames = conn.frames;
+        let mut kicked = conn.kicked;
+        loop {
+            tokio::select! {
+                biased;
+                Ok(()) = kicked.changed() => break,
+                msg = inbound.recv() => {
+                    let Some(msg) = msg else { break };
+                    match channel.open(&msg) {
+                        Ok(None) => {}
+                        Ok(Some(frame)) => match std::str::from_utf8(&frame) {
+                            Ok(text) => self.hub.handle(client, text).await,
+                            Err(_) => break,
+                        },
+                        Err(e) => {
+                            tracing::debug!("relay stream {}: {e}", self.id);
+                            break;
+                        }
+                    }
+                }
+                frame = frames.recv() => {
+                    let Some(Outgoing::Frame(text)) = frame else { break };
+                    let Ok(messages) = channel.seal(text.as_bytes()) else { break };
+                    let mut ok = true;
+                    for m in messages {
+                        ok = ok && self.send(m).await;
+                    }
+                    if !ok {
+                        break;
+                    }
+                }
+            }
+        }
+        self.hub.disconnect(client);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_a_minute_and_resets_only_after_30_s_up() {
+        let mut b = Backoff::default();
+        let never: Vec<u64> = (0..8).map(|_| b.next(None, false).as_secs()).collect();
+        assert_eq!(never, [1, 2, 4, 8, 16, 32, 60, 60]);
+        // A short-lived link does not reset it.
+        assert_eq!(b.next(Some(Duration::from_secs(29)), false).as_secs(), 60);
+        assert_eq!(b.next(Some(Duration::from_secs(30)), false).as_secs(), 1);
+        assert_eq!(b.next(None, false).as_secs(), 2);
+        // Replaced by another daemon with our identity: wait the longest.
+        assert_eq!(b.next(Some(Duration::from_secs(300)), true).as_secs(), 60);
+    }
+
+    #[test]
+    fn jitter_stays_under_a_second() {
+        for _ in 0..100 {
+            assert!(jitter() < Duration::from_secs(1));
+        }
+    }
+}

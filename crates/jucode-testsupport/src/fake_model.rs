@@ -1,0 +1,419 @@
+//! A scripted model server for the jucode engine's tests: OpenAI chat completions
+//! (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`), both over real
+//! HTTP with server-sent events, on `127.0.0.1:0`.
+//!
+//! The last message of a request picks the answer:
+//! - a tool result → text `tool said: <output>`;
+//! - `RUN: <cmd>` → one `bash` call with `{"command": cmd}`;
+//! - `CALL <tool> <json>` → one call of that tool with those arguments;
+//! - `SLEEP <ms> <text>` → waits, then answers as for `<text>`;
+//! - anything else → text `user said: <text>`.
+//!
+//! The engine's own short requests are told apart by their system prompt: a title request gets
+//! `Session about <first words>`, a safety check `ALLOW` (or `ASK` when the call mentions
+//! `DANGER`), a compaction request a summary. [`FakeModel::fail_next`] makes the next requests
+//! fail with a status (429, 500…) for retry tests. Every request body is kept.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// The model name [`FakeModel::config`] writes.
+pub const FAKE_MODEL: &str = "fake-model";
+
+#[derive(Default)]
+struct State {
+    requests: Mutex<Vec<(String, Value)>>,
+    failures: Mutex<VecDeque<u16>>,
+    calls: AtomicUsize,
+}
+
+/// A running fake model server; stops when dropped.
+pub struct FakeModel {
+    pub addr: SocketAddr,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeModel {
+    /// Binds `127.0.0.1:0` and serves until dropped.
+    pub async fn start() -> Result<FakeModel> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("bind the fake model server")?;
+        let addr = listener.local_addr().context("fake model address")?;
+        let state = Arc::new(State::default());
+        let shared = state.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = shared.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(req, state.clone()));
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Ok(FakeModel { addr, state, task })
+    }
+
+    /// A config.json for `protocol` ("chat" or "anthropic") pointing at this server, with no
+    /// retries unless asked and short retry delays.
+    pub fn config(&self, protocol: &str) -> Value {
+        let base_url = match protocol {
+            "anthropic" => format!("http://{}", self.addr),
+            _ => format!("http://{}/v1", self.addr),
+        };
+        json!({
+            "protocol": protocol,
+            "base_url": base_url,
+            "api_key": "test-key",
+            "model": FAKE_MODEL,
+            "context_window": 200000,
+            "retry_attempts": 0,
+            "retry_base_delay_ms": 10,
+            "models": [FAKE_MODEL, "fake-model-2"],
+        })
+    }
+
+    /// The next `n` requests are answered with `status` and an error body.
+    pub fn fail_next(&self, n: usize, status: u16) {
+        let mut failures = lock(&self.state.failures);
+        failures.extend(std::iter::repeat_n(status, n));
+    }
+
+    /// How many requests arrived (failed ones included).
+    pub fn request_count(&self) -> usize {
+        self.state.calls.load(Ordering::SeqCst)
+    }
+
+    /// Every request as (path, JSON body), in arrival order.
+    pub fn requests(&self) -> Vec<(String, Value)> {
+        lock(&self.state.requests).clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type Reply = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, content_type: &str, body: String) -> Reply {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    if let Ok(value) = content_type.parse() {
+        resp.headers_mut().insert("content-type", value);
+    }
+    resp
+}
+
+async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infallible> {
+    let path = req.uri().path().to_string();
+    let body = match req.into_body().collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return Ok(respond(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                format!("body: {e}"),
+            ));
+        }
+    };
+    let n = state.calls.fetch_add(1, Ordering::SeqCst) + 1;
+    let body: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(respond(
+                StatusCode::BAD_REQUEST,
+                "application/json",
+                json!({"error": {"message": format!("not JSON: {e}")}}).to_string(),
+            ));
+        }
+    };
+    lock(&state.requests).push((path.clone(), body.clone()));
+    let failure = lock(&state.failures).pop_front();
+    if let Some(status) = failure {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Ok(respond(
+            status,
+            "application/json",
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": format!("scripted failure {status}")}}).to_string(),
+        ));
+    }
+    let anthropic = match path.as_str() {
+        "/v1/chat/completions" => false,
+        "/v1/messages" => true,
+        other => {
+            return Ok(respond(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                format!("no route {other}"),
+            ));
+        }
+    };
+    let answer = script(&body, anthropic, n).await;
+    let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let text = match (anthropic, stream) {
+        (false, true) => chat_sse(&answer),
+        (false, false) => chat_json(&answer),
+        (true, true) => anthropic_sse(&answer),
+        (true, false) => anthropic_json(&answer),
+    };
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    Ok(respond(StatusCode::OK, content_type, text))
+}
+
+enum Answer {
+    Text(String),
+    Call {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// The system prompt and the last message as (is a tool result, text).
+fn last_message(body: &Value, anthropic: bool) -> (String, bool, String) {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let system = if anthropic {
+        body.get("system")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    } else {
+        messages
+            .iter()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let Some(last) = messages.last() else {
+        return (system, false, String::new());
+    };
+    if anthropic {
+        let blocks = last["content"].as_array().cloned().unwrap_or_default();
+        if let Some(result) = blocks.iter().rev().find(|b| b["type"] == "tool_result") {
+            let output = result["content"].as_str().unwrap_or_default().to_string();
+            return (system, true, output);
+        }
+        let text = match &last["content"] {
+            Value::String(s) => s.clone(),
+            _ => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        (system, false, text)
+    } else {
+        let text = last["content"].as_str().unwrap_or_default().to_string();
+        (system, last["role"] == "tool", text)
+    }
+}
+
+async fn script(body: &Value, anthropic: bool, n: usize) -> Answer {
+    let (system, tool_result, text) = last_message(body, anthropic);
+    if tool_result {
+        return Answer::Text(format!("tool said: {text}"));
+    }
+    let lower = system.to_ascii_lowercase();
+    if lower.contains("title for a coding session") {
+        let latest = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Latest request: "))
+            .unwrap_or("the session");
+        let words: Vec<&str> = latest.split_whitespace().take(3).collect();
+        return Answer::Text(format!("Session about {}", words.join(" ")));
+    }
+    if lower.contains("safety check") {
+        let verdict = if text.contains("DANGER") {
+            "ASK"
+        } else {
+            "ALLOW"
+        };
+        return Answer::Text(verdict.into());
+    }
+    if lower.contains("compact") {
+        let count = body["messages"].as_array().map_or(0, Vec::len);
+        return Answer::Text(format!("summary of {count} messages"));
+    }
+    let mut text = text.trim().to_string();
+    if let Some(rest) = text.strip_prefix("SLEEP ") {
+        let (ms, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+        if let Ok(ms) = ms.parse::<u64>() {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        text = rest.trim().to_string();
+    }
+    let id = if anthropic {
+        format!("toolu_{n}")
+    } else {
+        format!("call_{n}")
+    };
+    if let Some(cmd) = text.strip_prefix("RUN: ") {
+        return Answer::Call {
+            id,
+            name: "bash".into(),
+            arguments: json!({"command": cmd}).to_string(),
+        };
+    }
+    if let Some(rest) = text.strip_prefix("CALL ") {
+        let (name, args) = rest.split_once(' ').unwrap_or((rest, "{}"));
+        return Answer::Call {
+            id,
+            name: name.to_string(),
+            arguments: args.trim().to_string(),
+        };
+    }
+    Answer::Text(format!("user said: {text}"))
+}
+
+/// Splits text in two deltas, so clients see more than one.
+fn halves(text: &str) -> Vec<String> {
+    let mut mid = text.len() / 2;
+    while !text.is_char_boundary(mid) {
+        mid -= 1;
+    }
+    [&text[..mid], &text[mid..]]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn sse(data: &Value) -> String {
+    format!("data: {data}\n\n")
+}
+
+fn chat_sse(answer: &Answer) -> String {
+    let mut out = sse(
+        &json!({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}),
+    );
+    match answer {
+        Answer::Text(text) => {
+            for piece in halves(text) {
+                out += &sse(
+                    &json!({"choices":[{"index":0,"delta":{"content":piece},"finish_reason":null}]}),
+                );
+            }
+            out += &sse(&json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+        }
+        Answer::Call {
+            id,
+            name,
+            arguments,
+        } => {
+            out += &sse(
+                &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":id,"type":"function","function":{"name":name,"arguments":""}}]},"finish_reason":null}]}),
+            );
+            for piece in halves(arguments) {
+                out += &sse(
+                    &json!({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":piece}}]},"finish_reason":null}]}),
+                );
+            }
+            out += &sse(&json!({"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}));
+        }
+    }
+    out += &sse(
+        &json!({"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":10,"total_tokens":110}}),
+    );
+    out + "data: [DONE]\n\n"
+}
+
+fn chat_json(answer: &Answer) -> String {
+    let text = match answer {
+        Answer::Text(t) => t.clone(),
+        Answer::Call { name, .. } => format!("(would call {name})"),
+    };
+    json!({"choices":[{"index":0,"message":{"role":"assistant","content":text},"finish_reason":"stop"}],"usage":{"prompt_tokens":50,"completion_tokens":5}}).to_string()
+}
+
+fn event(name: &str, data: &Value) -> String {
+    format!("event: {name}\ndata: {data}\n\n")
+}
+
+fn anthropic_sse(answer: &Answer) -> String {
+    let mut out = event(
+        "message_start",
+        &json!({"type":"message_start","message":{"id":"msg_fake","type":"message","role":"assistant","content":[],"model":FAKE_MODEL,"stop_reason":null,"usage":{"input_tokens":100,"output_tokens":1}}}),
+    );
+    let stop = match answer {
+        Answer::Text(text) => {
+            out += &event(
+                "content_block_start",
+                &json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            );
+            for piece in halves(text) {
+                out += &event(
+                    "content_block_delta",
+                    &json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":piece}}),
+                );
+            }
+            "end_turn"
+        }
+        Answer::Call {
+            id,
+            name,
+            arguments,
+        } => {
+            out += &event(
+                "content_block_start",
+                &json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":id,"name":name,"input":{}}}),
+            );
+            for piece in halves(arguments) {
+                out += &event(
+                    "content_block_delta",
+                    &json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":piece}}),
+                );
+            }
+            "tool_use"
+        }
+    };
+    out += &event(
+        "content_block_stop",
+        &json!({"type":"content_block_stop","index":0}),
+    );
+    out += &event(
+        "message_delta",
+        &json!({"type":"message_delta","delta":{"stop_reason":stop,"stop_sequence":null},"usage":{"output_tokens":10}}),
+    );
+    out + &event("message_stop", &json!({"type":"message_stop"}))
+}
+
+fn anthropic_json(answer: &Answer) -> String {
+    let text = match answer {
+        Answer::Text(t) => t.clone(),
+        Answer::Call { name, .. } => format!("(would call {name})"),
+    };
+    json!({"id":"msg_fake","type":"message","role":"assistant","model":FAKE_MODEL,"content":[{"type":"text","text":text}],"stop_reason":"end_turn","usage":{"input_tokens":50,"output_tokens":5}}).to_string()
+}
