@@ -25,6 +25,9 @@ struct Args {
     /// Also accept push endpoints starting with this prefix (a self-hosted push service).
     #[arg(long = "push-endpoint-prefix")]
     push_endpoint_prefixes: Vec<String>,
+    /// Behind a TLS proxy on this machine: take client addresses from X-Forwarded-For.
+    #[arg(long)]
+    behind_proxy: bool,
     /// New client connections allowed per IP per minute.
     #[arg(long, default_value_t = Limits::default().connects_per_ip)]
     connects_per_ip: usize,
@@ -59,6 +62,7 @@ fn main() -> Result<()> {
                 ..Limits::default()
             },
             push,
+            behind_proxy: args.behind_proxy,
         })
         .await?;
         let addr = relay.local_addr().unwrap_or(args.listen);

@@ -12,6 +12,7 @@
 mod actions;
 mod clients;
 mod devices;
+mod mcp;
 mod sessions;
 mod util;
 mod workspaces;
@@ -245,7 +246,12 @@ impl Hub {
                 let saved = tokio::task::spawn_blocking(move || {
                     let mut all = Vec::new();
                     for (name, factory) in engines {
-                        all.extend(factory.saved_conversations(&dir).into_iter().map(|c| (name.clone(), c)));
+                        all.extend(
+                            factory
+                                .saved_conversations(&dir)
+                                .into_iter()
+                                .map(|c| (name.clone(), c)),
+                        );
                     }
                     all
                 })
@@ -391,7 +397,29 @@ impl Hub {
                 self.reply(client, id, event);
                 Ok(())
             }
+            // Paired devices were refused above (local_only).
+            DaemonOp::McpSet { server } => self.mcp_change(client, id, mcp::Change::set(server)?),
+            DaemonOp::McpRemove { name } => self.mcp_change(client, id, mcp::Change::remove(name)?),
+            DaemonOp::McpToggle { name, enabled } => {
+                self.mcp_change(client, id, mcp::Change::toggle(name, enabled)?)
+            }
         }
+    }
+
+    /// Saves an MCP change to config.json, replies `mcp_saved`, then sends the op to every
+    /// open jucode session (each reconnects and answers with `mcp_servers`).
+    fn mcp_change(
+        &self,
+        client: ClientId,
+        id: Option<Value>,
+        change: mcp::Change,
+    ) -> Result<(), String> {
+        mcp::save(&self.config.home.join("config.json"), &change)?;
+        self.reply(client, id, DaemonEvent::McpSaved);
+        self.lock()
+            .sessions
+            .send_to_engine("jucode", &change.engine_op());
+        Ok(())
     }
 
     fn relay_enabled(&self) -> bool {

@@ -366,6 +366,13 @@ impl Sessions {
         }
     }
 
+    /// Sends `op` to every open session whose engine is `engine`.
+    pub(crate) fn send_to_engine(&self, engine: &str, op: &Object) {
+        for s in self.map.values().filter(|s| s.engine == engine) {
+            s.send(Value::Object(op.clone()));
+        }
+    }
+
     /// Asks every engine to stop; returns a receiver per engine that turns true once stopped.
     pub(crate) fn stop_all(&mut self) -> Vec<watch::Receiver<bool>> {
         self.shutting_down = true;

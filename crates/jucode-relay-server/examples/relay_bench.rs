@@ -23,6 +23,7 @@ async fn main() -> anyhow::Result<()> {
             ..Limits::default()
         },
         push: None,
+        behind_proxy: false,
     })
     .await?;
     let url = format!(

@@ -103,7 +103,7 @@ pub(crate) async fn run(mut ws: Ws, state: Arc<State>) {
         .await
         .is_ok()
     {
-        serve(ws, &state, &host, rx).await;
+        serve(ws, &state, &host, generation, rx).await;
     }
     // Only this connection's entry goes; a newer one for the same id stays.
     let mut hosts = state.hosts();
@@ -117,7 +117,13 @@ pub(crate) async fn run(mut ws: Ws, state: Arc<State>) {
     }
 }
 
-async fn serve(ws: Ws, state: &Arc<State>, host: &str, mut rx: mpsc::Receiver<HostOut>) {
+async fn serve(
+    ws: Ws,
+    state: &Arc<State>,
+    host: &str,
+    generation: u64,
+    mut rx: mpsc::Receiver<HostOut>,
+) {
     let (mut sink, mut stream) = ws.split();
     let ping_every = state.limits.ping;
     let writer = tokio::spawn(async move {
@@ -152,24 +158,35 @@ async fn serve(ws: Ws, state: &Arc<State>, host: &str, mut rx: mpsc::Receiver<Ho
                     let client = state
                         .hosts()
                         .get(host)
+                        // A replaced link's frames must not reach its successor's streams.
+                        .filter(|h| h.generation == generation)
                         .and_then(|h| h.streams.get(&id).cloned());
                     if let Some(client) = client
                         && client.try_send(ClientOut::Data(payload)).is_err()
                     {
                         // A client that cannot keep up loses its stream, not the host link.
-                        drop_stream(state, host, id, 1008, "too slow");
+                        drop_stream(state, host, generation, id, 1008, "too slow");
                     }
                 }
-                Ok(Frame::Close(id)) => {
-                    drop_stream(state, host, id, close::HOST_CLOSED, "host closed")
-                }
+                Ok(Frame::Close(id)) => drop_stream(
+                    state,
+                    host,
+                    generation,
+                    id,
+                    close::HOST_CLOSED,
+                    "host closed",
+                ),
                 Ok(Frame::Open(_)) | Err(_) => {
                     tracing::debug!("host {host}: ignoring a bad frame");
                 }
             },
             Message::Close(_) => break,
             Message::Text(_) => {
-                if let Some(h) = state.hosts().get(host) {
+                if let Some(h) = state
+                    .hosts()
+                    .get(host)
+                    .filter(|h| h.generation == generation)
+                {
                     let _ =
                         h.tx.try_send(HostOut::Close(close::PROTOCOL, "binary frames only"));
                 }
@@ -183,10 +200,18 @@ async fn serve(ws: Ws, state: &Arc<State>, host: &str, mut rx: mpsc::Receiver<Ho
 }
 
 /// Forgets a stream and closes its client with `code`.
-pub(crate) fn drop_stream(state: &State, host: &str, id: u32, code: u16, reason: &'static str) {
+pub(crate) fn drop_stream(
+    state: &State,
+    host: &str,
+    generation: u64,
+    id: u32,
+    code: u16,
+    reason: &'static str,
+) {
     let client = state
         .hosts()
         .get_mut(host)
+        .filter(|h| h.generation == generation)
         .and_then(|h| h.streams.remove(&id));
     if let Some(client) = client {
         let _ = client.try_send(ClientOut::Close(code, reason));

@@ -44,6 +44,9 @@ pub struct RelayConfig {
     pub limits: Limits,
     /// Web Push; `None` answers push requests with 501.
     pub push: Option<push::PushConfig>,
+    /// Behind a TLS proxy on this machine: per-IP limits use the last `X-Forwarded-For`
+    /// address of requests coming from loopback (the proxy), not the proxy's own address.
+    pub behind_proxy: bool,
 }
 
 /// Why the relay could not start.
@@ -85,6 +88,7 @@ pub(crate) struct State {
     pub(crate) hosts: Mutex<HashMap<String, HostEntry>>,
     pub(crate) rates: Mutex<limits::Rates>,
     pub(crate) push: Option<push::Pusher>,
+    pub(crate) behind_proxy: bool,
     pub(crate) next_generation: std::sync::atomic::AtomicU64,
 }
 
@@ -121,6 +125,7 @@ impl Relay {
                 hosts: Mutex::default(),
                 rates: Mutex::default(),
                 push: config.push.map(push::Pusher::new),
+                behind_proxy: config.behind_proxy,
                 next_generation: 1.into(),
             }),
         })
@@ -184,7 +189,23 @@ pub(crate) fn text(status: StatusCode, body: &'static str) -> Response<Body> {
     r
 }
 
-async fn route(req: Request<Incoming>, state: Arc<State>, ip: IpAddr) -> Response<Body> {
+/// The client's address: the peer, or what the local proxy says the peer was.
+fn client_ip(req: &Request<Incoming>, peer: IpAddr, behind_proxy: bool) -> IpAddr {
+    if !behind_proxy || !peer.is_loopback() {
+        return peer;
+    }
+    req.headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+        .next_back()
+        .unwrap_or(peer)
+}
+
+async fn route(req: Request<Incoming>, state: Arc<State>, peer: IpAddr) -> Response<Body> {
+    let ip = client_ip(&req, peer, state.behind_proxy);
     let path = req.uri().path().to_string();
     match (req.method(), path.as_str()) {
         (&Method::GET, "/relay/v1/healthz") => text(StatusCode::OK, "ok"),

@@ -26,10 +26,15 @@ struct Running {
 }
 
 async fn start(limits: Limits, push: Option<PushConfig>) -> Running {
+    start_with(limits, push, false).await
+}
+
+async fn start_with(limits: Limits, push: Option<PushConfig>, behind_proxy: bool) -> Running {
     let relay = Relay::bind(RelayConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         limits,
         push,
+        behind_proxy,
     })
     .await
     .unwrap();
@@ -388,4 +393,35 @@ async fn push_refuses_endpoints_that_are_not_push_services() {
             .as_u16();
         assert_eq!(status, want, "{sub}");
     }
+}
+
+#[tokio::test]
+async fn behind_a_proxy_limits_count_the_forwarded_address() {
+    let r = start_with(
+        Limits {
+            connects_per_ip: 1,
+            ..Limits::default()
+        },
+        None,
+        true,
+    )
+    .await;
+    let http = jucode_relay::push::http_client().unwrap();
+    let get = |ip: &'static str| {
+        let http = http.clone();
+        let url = format!("{}/connect?host=x", r.http);
+        async move {
+            http.get(url)
+                .header("x-forwarded-for", format!("203.0.113.9, {ip}"))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    // Not an upgrade (400), but counted first: the second from one address is 429.
+    assert_eq!(get("10.0.0.1").await, 400);
+    assert_eq!(get("10.0.0.1").await, 429);
+    assert_eq!(get("10.0.0.2").await, 400);
 }

@@ -709,6 +709,75 @@ mod tests {
         assert_eq!(b.next(Some(Duration::from_secs(300)), true).as_secs(), 60);
     }
 
+    fn hub(dir: &std::path::Path) -> Arc<Hub> {
+        Hub::open(jucode_hub::HubConfig {
+            home: dir.join(".jucode"),
+            user_home: dir.to_path_buf(),
+            version: "test".into(),
+            relay_url: Some("ws://relay.invalid/relay/v1".into()),
+            engines: Default::default(),
+        })
+        .unwrap()
+    }
+
+    /// An in-memory link: the daemon's side as `serve` gets it, and the relay's side.
+    async fn link() -> (
+        WebSocketStream<Box<dyn IoBox>>,
+        WebSocketStream<tokio::io::DuplexStream>,
+    ) {
+        use tokio_tungstenite::tungstenite::protocol::Role;
+        let (a, b) = tokio::io::duplex(1 << 20);
+        let daemon =
+            WebSocketStream::from_raw_socket(Box::new(a) as Box<dyn IoBox>, Role::Client, None)
+                .await;
+        let relay = WebSocketStream::from_raw_socket(b, Role::Server, None).await;
+        (daemon, relay)
+    }
+
+    /// Four relay pings 30 s apart (120 s of virtual time) to an idle daemon: each gets its
+    /// pong and the link stays up.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_daemon_answers_pings_past_90_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let identity = Arc::new(Identity::generate().unwrap());
+        let (daemon, mut relay) = link().await;
+        let (_on, mut switch) = watch::channel(true);
+        let serving =
+            tokio::spawn(async move { serve(&hub, &identity, daemon, &mut switch).await });
+        for i in 0u8..4 {
+            tokio::time::sleep(PING_EVERY).await;
+            relay.send(Message::Ping(vec![i].into())).await.unwrap();
+            loop {
+                match relay.next().await.unwrap().unwrap() {
+                    Message::Pong(p) => {
+                        assert_eq!(p.to_vec(), vec![i]);
+                        break;
+                    }
+                    // The daemon's own keepalive pings (answered automatically).
+                    Message::Ping(_) => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+        assert!(!serving.is_finished(), "the link must still be up");
+        serving.abort();
+    }
+
+    /// A relay that goes silent (no pings, no pongs) is declared dead after 75 s.
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_relay_is_dead_after_75_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let identity = Arc::new(Identity::generate().unwrap());
+        let (daemon, _relay) = link().await;
+        let (_on, mut switch) = watch::channel(true);
+        let start = Instant::now();
+        let result = serve(&hub, &identity, daemon, &mut switch).await;
+        assert!(matches!(result, Err(LinkError::Dead)), "{result:?}");
+        assert!(start.elapsed() >= DEAD_AFTER);
+    }
+
     #[test]
     fn jitter_stays_under_a_second() {
         for _ in 0..100 {
