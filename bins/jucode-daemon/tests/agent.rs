@@ -2,9 +2,9 @@
 //! JUCODE_SERVE_BIN) against the fake model server of jucode-testsupport, which speaks the
 //! OpenAI chat-completions and Anthropic Messages APIs over real HTTP/SSE.
 //!
-//! Build first: `cargo build -p jucode-daemon`. The sandbox test needs bubblewrap and is
-//! ignored by default: `scripts/install-agent-peers.sh`, then
-//! `cargo nextest run -p jucode-daemon --test agent --run-ignored only`.
+//! Build first: `cargo build -p jucode-daemon -p jucode-mcp-testserver` (the MCP tests run
+//! its `jucode-mcp-echo`). The sandbox test needs bubblewrap: `scripts/install-sandbox.sh`;
+//! without it that test fails.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -629,13 +629,11 @@ async fn a_rate_limited_request_is_retried_with_backoff() {
     assert_eq!(events.last().unwrap()["message"], "ready");
 }
 
-/// Needs bubblewrap: `scripts/install-agent-peers.sh`; run with
-/// `cargo nextest run -p jucode-daemon --test agent --run-ignored only`.
+/// Needs bubblewrap (`scripts/install-sandbox.sh`); fails without it.
 #[tokio::test]
-#[ignore = "needs bubblewrap (scripts/install-agent-peers.sh)"]
 async fn a_sandboxed_command_cannot_write_outside_the_workspace() {
     if jucode_sandbox_missing() {
-        panic!("bubblewrap (bwrap) is not installed: run scripts/install-agent-peers.sh");
+        panic!("bubblewrap (bwrap) is not installed: run scripts/install-sandbox.sh");
     }
     let env = Env::new();
     let fake = FakeModel::start().await.unwrap();
@@ -667,4 +665,402 @@ fn jucode_sandbox_missing() -> bool {
     std::env::var_os("PATH")
         .map(|paths| !std::env::split_paths(&paths).any(|d| d.join("bwrap").is_file()))
         .unwrap_or(true)
+}
+
+// ---- MCP ----------------------------------------------------------------------------
+
+/// The test MCP server `jucode-mcp-echo`, built next to the daemon.
+fn echo_bin() -> PathBuf {
+    let daemon = jucode_testsupport::daemon_bin().unwrap();
+    let bin = daemon.with_file_name("jucode-mcp-echo");
+    assert!(
+        bin.is_file(),
+        "{} is not built: run `cargo build -p jucode-mcp-testserver`",
+        bin.display()
+    );
+    bin
+}
+
+fn with_servers(fake: &FakeModel, servers: Value) -> Value {
+    let mut config = fake.config("chat");
+    config["mcp_servers"] = servers;
+    config
+}
+
+fn server_state(event: &Value, name: &str) -> Option<String> {
+    event["servers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+        .and_then(|s| s["state"].as_str())
+        .map(str::to_string)
+}
+
+#[tokio::test]
+async fn an_mcp_servers_tool_is_called_over_stdio() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let config = with_servers(
+        &fake,
+        json!([{"name":"echo","transport":"stdio","command":s(&echo_bin())}]),
+    );
+    let daemon = Daemon::start_builtin(&env.home(), &config).await.unwrap();
+    let mut c = daemon.client().await.unwrap();
+    let id = session(&mut c, &env.project("app"), json!({}), true)
+        .await
+        .unwrap();
+
+    // Manual mode: an MCP tool asks first; `always` lets the next call through.
+    let call = r#"CALL mcp__echo__echo {"text":"hi"}"#;
+    c.send(json!({"op":"user_message","session":id,"content":call}))
+        .await
+        .unwrap();
+    let request = approval(&mut c, &id).await;
+    assert_eq!(request["name"], "mcp__echo__echo");
+    assert!(request["summary"].as_str().unwrap().contains("hi"));
+    c.send(json!({"op":"approve","session":id,"call_id":request["call_id"],"decision":"allow","always":true}))
+        .await
+        .unwrap();
+    let events = rest_of_turn(&mut c, &id).await.unwrap();
+    let start = events.iter().find(|e| e["type"] == "tool_start").unwrap();
+    assert_eq!(start["name"], "mcp__echo__echo");
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["output"], "hi");
+    assert_eq!(output["is_error"], false);
+    assert_eq!(reply(&events), "tool said: hi");
+
+    // The model was offered the server's tools with their schemas.
+    let (_, body) = fake.requests().into_iter().next().unwrap();
+    let echo = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp__echo__echo")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        echo["function"]["parameters"]["properties"]["text"]["type"],
+        "string"
+    );
+
+    // `always` covered mcp__echo__echo only: another tool of the server asks again.
+    c.send(
+        json!({"op":"user_message","session":id,"content":r#"CALL mcp__echo__add {"a":2,"b":3}"#}),
+    )
+    .await
+    .unwrap();
+    let request = approval(&mut c, &id).await;
+    assert_eq!(request["name"], "mcp__echo__add");
+    c.send(json!({"op":"approve","session":id,"call_id":request["call_id"],"decision":"allow"}))
+        .await
+        .unwrap();
+    let events = rest_of_turn(&mut c, &id).await.unwrap();
+    assert_eq!(reply(&events), "tool said: 5");
+    let events = turn(&mut c, &id, r#"CALL mcp__echo__echo {"text":"again"}"#)
+        .await
+        .unwrap();
+    assert!(
+        !types(&events).contains(&"approval_request"),
+        "{:?}",
+        types(&events)
+    );
+    assert_eq!(reply(&events), "tool said: again");
+
+    // mcp_list answers with the connected server and its tools.
+    c.send(json!({"op":"mcp_list","session":id})).await.unwrap();
+    let list = c.recv_type("mcp_servers", Some(&id)).await.unwrap();
+    assert_eq!(server_state(&list, "echo").as_deref(), Some("connected"));
+    let tools: Vec<&str> = list["servers"][0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"add"),
+        "{tools:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_mcp_servers_tool_is_called_over_http() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let mut server = tokio::process::Command::new(echo_bin())
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let url = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(url.starts_with("http://"), "{url}");
+    let config = with_servers(&fake, json!([{"name":"web","transport":"http","url":url}]));
+    let daemon = Daemon::start_builtin(&env.home(), &config).await.unwrap();
+    let mut c = daemon.client().await.unwrap();
+    let id = session(
+        &mut c,
+        &env.project("app"),
+        json!({"approval_mode":"full-access"}),
+        true,
+    )
+    .await
+    .unwrap();
+    let events = turn(&mut c, &id, r#"CALL mcp__web__echo {"text":"over http"}"#)
+        .await
+        .unwrap();
+    assert!(!types(&events).contains(&"approval_request"));
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["name"], "mcp__web__echo");
+    assert_eq!(output["output"], "over http");
+    assert_eq!(reply(&events), "tool said: over http");
+
+    // An error result reaches the model as one.
+    let events = turn(&mut c, &id, "CALL mcp__web__fail {}").await.unwrap();
+    let output = events.iter().find(|e| e["type"] == "tool_output").unwrap();
+    assert_eq!(output["is_error"], true, "{output}");
+    assert!(output["output"].as_str().unwrap().contains("always fails"));
+}
+
+#[tokio::test]
+async fn mcp_set_without_a_session_saves_config_and_reaches_open_sessions() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let daemon = start(&env, &fake, "chat").await;
+    let mut c = daemon.client().await.unwrap();
+    let id = session(&mut c, &env.project("app"), json!({}), true)
+        .await
+        .unwrap();
+
+    let bad = c.request(json!({"op":"mcp_set"})).await.unwrap();
+    assert_eq!(bad["type"], "error");
+    assert_eq!(bad["message"], "mcp_set requires a server object");
+    let bad = c
+        .request(json!({"op":"mcp_toggle","name":"echo"}))
+        .await
+        .unwrap();
+    assert_eq!(bad["message"], "mcp_toggle requires name and enabled");
+
+    let server = json!({"name":"echo","transport":"stdio","command":s(&echo_bin())});
+    let saved = c
+        .request(json!({"op":"mcp_set","server":server}))
+        .await
+        .unwrap();
+    assert_eq!(saved["type"], "mcp_saved", "{saved}");
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["mcp_servers"][0]["name"], "echo");
+    assert_eq!(config["model"], "fake-model", "other keys stay");
+
+    // The open session connects it and says so.
+    let event = c
+        .recv_until(|f| {
+            f["type"] == "mcp_servers"
+                && f["session"] == id.as_str()
+                && server_state(f, "echo").as_deref() == Some("connected")
+        })
+        .await
+        .unwrap();
+    assert!(event["servers"][0]["tools"].as_array().unwrap().len() >= 2);
+
+    let saved = c
+        .request(json!({"op":"mcp_toggle","name":"echo","enabled":false}))
+        .await
+        .unwrap();
+    assert_eq!(saved["type"], "mcp_saved");
+    c.recv_until(|f| {
+        f["type"] == "mcp_servers"
+            && f["session"] == id.as_str()
+            && server_state(f, "echo").as_deref() == Some("disabled")
+    })
+    .await
+    .unwrap();
+    let saved = c
+        .request(json!({"op":"mcp_remove","name":"echo"}))
+        .await
+        .unwrap();
+    assert_eq!(saved["type"], "mcp_saved");
+    c.recv_until(|f| {
+        f["type"] == "mcp_servers" && f["session"] == id.as_str() && f["servers"] == json!([])
+    })
+    .await
+    .unwrap();
+    let config: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.home().join("config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["mcp_servers"], json!([]));
+}
+
+// ---- auto mode, compaction, chats, images, bench -------------------------------------
+
+#[tokio::test]
+async fn auto_mode_asks_the_safety_model_which_allows_or_asks() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let daemon = start(&env, &fake, "anthropic").await;
+    let mut c = daemon.client().await.unwrap();
+    let project = env.project("app");
+    let id = session(&mut c, &project, json!({"approval_mode":"auto"}), true)
+        .await
+        .unwrap();
+
+    let safe =
+        r#"CALL bash {"command":"echo fine > safe.txt","escalate":true,"justification":"test"}"#;
+    let events = turn(&mut c, &id, safe).await.unwrap();
+    assert!(
+        !types(&events).contains(&"approval_request"),
+        "{:?}",
+        types(&events)
+    );
+    assert!(project.join("safe.txt").exists());
+    let checks: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|(_, b)| {
+            b["system"]
+                .as_str()
+                .is_some_and(|s| s.to_ascii_lowercase().contains("safety check"))
+        })
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(checks.len(), 1);
+    assert!(checks[0].to_string().contains("echo fine"));
+
+    // The fake safety model answers ASK for anything mentioning DANGER: a person decides.
+    let risky =
+        r#"CALL bash {"command":"echo DANGER > risky.txt","escalate":true,"justification":"test"}"#;
+    c.send(json!({"op":"user_message","session":id,"content":risky}))
+        .await
+        .unwrap();
+    let request = approval(&mut c, &id).await;
+    assert!(request["summary"].as_str().unwrap().contains("DANGER"));
+    c.send(json!({"op":"approve","session":id,"call_id":request["call_id"],"decision":"deny"}))
+        .await
+        .unwrap();
+    rest_of_turn(&mut c, &id).await.unwrap();
+    assert!(!project.join("risky.txt").exists());
+}
+
+#[tokio::test]
+async fn compact_summarises_and_shortens_the_context() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let daemon = start(&env, &fake, "chat").await;
+    let mut c = daemon.client().await.unwrap();
+    let id = session(&mut c, &env.project("app"), json!({}), true)
+        .await
+        .unwrap();
+    turn(&mut c, &id, "first").await.unwrap();
+    turn(&mut c, &id, "second").await.unwrap();
+    let before = fake
+        .requests()
+        .into_iter()
+        .rfind(|(_, b)| b["stream"] == true)
+        .unwrap()
+        .1["messages"]
+        .as_array()
+        .unwrap()
+        .len();
+
+    c.send(json!({"op":"command","session":id,"input":"/compact"}))
+        .await
+        .unwrap();
+    let events = rest_of_turn(&mut c, &id).await.unwrap();
+    let kinds = types(&events);
+    let start = kinds.iter().position(|k| *k == "compaction_start").unwrap();
+    let end = kinds.iter().position(|k| *k == "compaction_end").unwrap();
+    assert!(start < end, "{kinds:?}");
+    assert!(kinds.contains(&"compaction_progress"));
+
+    turn(&mut c, &id, "third").await.unwrap();
+    let (_, body) = fake
+        .requests()
+        .into_iter()
+        .rfind(|(_, b)| b["stream"] == true && b.to_string().contains("third"))
+        .unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    assert!(
+        messages.len() < before + 2,
+        "{} vs {before}",
+        messages.len()
+    );
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("summary of")
+    );
+}
+
+#[tokio::test]
+async fn a_chat_session_runs_in_the_chats_folder_with_the_chat_prompt() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let chats = env.home().join("chats");
+    std::fs::create_dir_all(&chats).unwrap();
+    std::fs::write(chats.join("AGENTS.md"), "Always answer in Latin.").unwrap();
+    let daemon = start(&env, &fake, "chat").await;
+    let mut c = daemon.client().await.unwrap();
+    let reply_frame = c
+        .request(json!({"op":"session_create","chat":true}))
+        .await
+        .unwrap();
+    let id = reply_frame["session"].as_str().unwrap().to_string();
+    let startup = c.recv_type("startup", Some(&id)).await.unwrap();
+    assert_eq!(startup["cwd"], s(&chats));
+    c.request(json!({"op":"watch","session":id})).await.unwrap();
+    let events = turn(&mut c, &id, "SYSTEM").await.unwrap();
+    let prompt = reply(&events);
+    assert!(prompt.contains("in a chat"), "{prompt}");
+    assert!(!prompt.contains("Latin"), "{prompt}");
+    assert!(!prompt.contains("Project instructions"), "{prompt}");
+}
+
+#[tokio::test]
+async fn images_are_attached_and_echoed() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let daemon = start(&env, &fake, "anthropic").await;
+    let mut c = daemon.client().await.unwrap();
+    let project = env.project("app");
+    let shot = project.join("shot.png");
+    std::fs::write(&shot, b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    let outside = env.project("elsewhere").join("x.png");
+    std::fs::write(&outside, b"\x89PNG\r\n\x1a\n").unwrap();
+    let id = session(&mut c, &project, json!({}), true).await.unwrap();
+    c.send(
+        json!({"op":"user_message","session":id,"content":"look","images":[s(&shot), s(&outside)]}),
+    )
+    .await
+    .unwrap();
+    let info = c.recv_type("info", Some(&id)).await.unwrap();
+    assert!(
+        info["message"].as_str().unwrap().contains("x.png"),
+        "{info}"
+    );
+    let events = until_ready(&mut c, &id).await.unwrap();
+    assert_eq!(events[0]["images"], json!([s(&shot)]));
+    assert_eq!(reply(&events), "user said: look [1 images]");
+    let (_, body) = fake.requests().into_iter().next().unwrap();
+    let block = &body["messages"][0]["content"][0];
+    assert_eq!(block["type"], "image");
+    assert_eq!(block["source"]["media_type"], "image/png");
+}
+
+#[tokio::test]
+async fn the_latency_bench_sees_every_token_on_both_paths() {
+    let report =
+        jucode_testsupport::bench_latency::bench_latency(20, std::time::Duration::from_millis(2))
+            .await
+            .unwrap();
+    eprintln!("{report:?}");
+    assert_eq!(report.tokens, 20);
+    assert!(report.daemon.p50 <= report.daemon.p99);
+    assert!(report.direct.p50 <= report.direct.p99);
 }

@@ -5,10 +5,13 @@
 //! its turns). The model clients are in [`model`] (chat completions and Anthropic Messages,
 //! streamed), the tools in [`tools`], edits as hunks in [`hunks`], deferred actions in
 //! [`actions`], the saved conversation in [`log`], and `~/.jucode/config.json` in [`config`].
+//! MCP servers come from the `jucode-mcp` crate (one manager per session, in `session.rs`);
+//! images attached to a message are checked and read in [`images`].
 
 pub mod actions;
 pub mod config;
 pub mod hunks;
+pub mod images;
 pub mod log;
 pub mod model;
 pub mod prompt;

@@ -70,14 +70,14 @@ impl Loaded {
         match record {
             Record::Message { message, .. } => {
                 match &message {
-                    Message::User { content } => {
+                    Message::User { content, images } => {
                         self.turns += 1;
                         if self.first_request.is_none() {
                             self.first_request = Some(content.clone());
                         }
                         self.transcript.push(TranscriptItem::User {
                             content: content.clone(),
-                            images: vec![],
+                            images: images.clone(),
                         });
                     }
                     Message::Assistant { content, .. } if !content.is_empty() => {
@@ -100,6 +100,7 @@ impl Loaded {
                 let tail = self.messages.split_off(tail_start);
                 self.messages = vec![Message::User {
                     content: crate::prompt::summary_message(&summary),
+                    images: vec![],
                 }];
                 self.messages.extend(tail);
             }
@@ -181,6 +182,7 @@ mod tests {
         Record::Message {
             message: Message::User {
                 content: text.into(),
+                images: vec![],
             },
             at: 1,
         }
@@ -244,8 +246,12 @@ mod tests {
         assert_eq!(loaded.first_request.as_deref(), Some("first"));
         assert_eq!(loaded.transcript.len(), 3);
         assert_eq!(loaded.messages.len(), 2);
-        assert!(matches!(&loaded.messages[0], Message::User { content } if content.contains("S")));
-        assert!(matches!(&loaded.messages[1], Message::User { content } if content == "second"));
+        assert!(
+            matches!(&loaded.messages[0], Message::User { content, .. } if content.contains("S"))
+        );
+        assert!(
+            matches!(&loaded.messages[1], Message::User { content, .. } if content == "second")
+        );
         assert_eq!(loaded.open_actions.len(), 1);
         assert_eq!(loaded.open_actions[0].id, "a2");
         assert_eq!(loaded.decided.get("d1"), Some(&false));

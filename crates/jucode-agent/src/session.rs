@@ -21,10 +21,18 @@ use tokio::task::JoinHandle;
 
 use crate::actions::{self, DeferredAction};
 use crate::config::{Config, ConfigError};
+use crate::images;
 use crate::log::{Record, SessionLog};
-use crate::model::{Completion, Delta, Message, ModelClient, ModelError, Request, ToolCall, Usage};
+use crate::model::{
+    Completion, Delta, Images, Message, ModelClient, ModelError, NO_IMAGES, Request, ToolCall,
+    ToolSpec, Usage,
+};
 use crate::prompt;
 use crate::tools::{self, Kind, Prepared, ToolEnv};
+use jucode_mcp::McpManager;
+
+/// How long a turn waits for MCP servers still connecting before its first request.
+const MCP_CONNECT_WAIT: Duration = Duration::from_secs(10);
 
 /// How the turn that follows a call's gate goes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +118,8 @@ pub(crate) struct Ctx {
     log: Mutex<Option<SessionLog>>,
     /// Messages decided actions send back into the session.
     internal: mpsc::UnboundedSender<String>,
+    /// This session's MCP servers (from config.json `mcp_servers`).
+    mcp: McpManager,
 }
 
 /// Everything a session starts from.
@@ -282,7 +292,7 @@ impl Ctx {
         let mode = self.state().mode;
         self.emit("approval_mode", json!({"mode": mode.as_str()}))
             .await;
-        self.emit("mcp_servers", json!({"servers": []})).await;
+        self.emit("mcp_servers", self.mcp.servers_event()).await;
         if let Some(items) = transcript {
             self.emit("transcript", json!({"items": items})).await;
         }
@@ -392,10 +402,12 @@ impl Ctx {
                 let search = search.clone();
                 blocking(move || tools::search::run(&search)).await
             }
-            Prepared::Mcp { name, .. } => (
-                format!("MCP tool {name} cannot run: MCP servers are not available in this build"),
-                true,
-            ),
+            Prepared::Mcp { name, arguments } => {
+                match self.mcp.call(name, arguments.clone()).await {
+                    Ok(result) => (tools::cap_output(&result.text), result.is_error),
+                    Err(e) => (e.to_string(), true),
+                }
+            }
         }
     }
 
@@ -410,7 +422,10 @@ impl Ctx {
         let model = self.model_for(&config);
         let question =
             prompt::safety_request(&self.cwd, &call.name, &call.arguments, &prepared.summary());
-        let messages = [Message::User { content: question }];
+        let messages = [Message::User {
+            content: question,
+            images: vec![],
+        }];
         let answer = client
             .complete(Request {
                 model: &model,
@@ -418,6 +433,7 @@ impl Ctx {
                 messages: &messages,
                 tools: &[],
                 max_tokens: 16,
+                images: &NO_IMAGES,
             })
             .await;
         match answer {
@@ -429,6 +445,42 @@ impl Ctx {
         }
     }
 
+    /// Checks a call against the built-in tools and the MCP tools connected now.
+    fn prepare(&self, call: &ToolCall) -> Result<Prepared, String> {
+        let mcp: HashSet<String> = self.mcp.tools().into_iter().map(|t| t.name).collect();
+        tools::prepare(call, &self.env, |name| mcp.contains(name))
+    }
+
+    /// The built-in tools and the tools of the connected MCP servers.
+    fn tool_specs(&self) -> Vec<ToolSpec> {
+        let mut specs = tools::specs();
+        specs.extend(self.mcp.tools().into_iter().map(|t| ToolSpec {
+            name: t.name,
+            description: t.description,
+            parameters: t.input_schema,
+        }));
+        specs
+    }
+
+    /// Waits (bounded) for MCP servers that are still connecting, so a turn started right
+    /// after the session sees their tools.
+    async fn mcp_settled(&self) {
+        let connecting = |mcp: &McpManager| {
+            mcp.servers_event()["servers"]
+                .as_array()
+                .is_some_and(|list| list.iter().any(|s| s["state"] == "connecting"))
+        };
+        let mut changes = self.mcp.subscribe();
+        let wait = async {
+            while connecting(&self.mcp) {
+                if changes.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(MCP_CONNECT_WAIT, wait).await;
+    }
+
     /// One tool call of a turn, from gate to result; returns the tool message.
     async fn handle_call(&self, call: &ToolCall) -> Message {
         let result = |output: String, is_error: bool| Message::Tool {
@@ -437,7 +489,7 @@ impl Ctx {
             output,
             is_error,
         };
-        let prepared = match tools::prepare(call, &self.env, |_| false) {
+        let prepared = match self.prepare(call) {
             Ok(p) => p,
             Err(e) => {
                 self.emit("tool_start", json!({"call_id": call.id, "name": call.name}))
@@ -594,8 +646,12 @@ impl Ctx {
     /// A whole turn: the model, its tool calls, until it answers without calling tools.
     async fn turn(self: Arc<Self>, input: TurnInput) {
         let latest = match &input {
-            TurnInput::User(content) => {
-                self.emit("user_message", json!({"content": content})).await;
+            TurnInput::User(content, images) => {
+                let mut event = json!({"content": content});
+                if !images.is_empty() {
+                    event["images"] = json!(images);
+                }
+                self.emit("user_message", event).await;
                 {
                     let mut state = self.state();
                     state.turns += 1;
@@ -605,6 +661,7 @@ impl Ctx {
                 }
                 self.push_message(Message::User {
                     content: content.clone(),
+                    images: images.clone(),
                 })
                 .await;
                 Some(content.clone())
@@ -642,12 +699,16 @@ impl Ctx {
             self.compact(&client, &model, max_out, 1).await;
         }
         let system = self.system_prompt();
-        let specs = tools::specs();
+        self.mcp_settled().await;
         let mut usage = Usage::default();
         let mut reply = String::new();
+        let mut images = Images::new();
         loop {
             self.emit("connecting", json!({})).await;
+            // Servers may connect or go away between requests.
+            let specs = self.tool_specs();
             let messages = self.state().messages.clone();
+            images = load_images(images, &messages).await;
             let completion = self
                 .stream(
                     &client,
@@ -658,6 +719,7 @@ impl Ctx {
                         messages: &messages,
                         tools: &specs,
                         max_tokens: max_out,
+                        images: &images,
                     },
                 )
                 .await;
@@ -735,6 +797,7 @@ impl Ctx {
             .unwrap_or_default();
         let messages = [Message::User {
             content: prompt::title_request(&project, current.as_deref(), &first, latest, reply),
+            images: vec![],
         }];
         let answer = client
             .complete(Request {
@@ -743,6 +806,7 @@ impl Ctx {
                 messages: &messages,
                 tools: &[],
                 max_tokens: 32,
+                images: &NO_IMAGES,
             })
             .await;
         let title = match answer {
@@ -800,6 +864,7 @@ impl Ctx {
         let tail = messages.split_off(messages.len() - keep);
         messages.push(Message::User {
             content: prompt::COMPACT_REQUEST.into(),
+            images: vec![],
         });
         let result: Result<(String, u64), ModelError> = async {
             let mut stream = client
@@ -809,6 +874,7 @@ impl Ctx {
                     messages: &messages,
                     tools: &[],
                     max_tokens: max_out,
+                    images: &NO_IMAGES,
                 })
                 .await?;
             let mut chars = 0usize;
@@ -842,6 +908,7 @@ impl Ctx {
                     let mut state = self.state();
                     let mut compacted = vec![Message::User {
                         content: prompt::summary_message(&summary),
+                        images: vec![],
                     }];
                     compacted.extend(tail);
                     state.messages = compacted;
@@ -893,6 +960,30 @@ pub fn backoff(base_ms: u64, attempt: u32) -> u64 {
     capped / 2 + capped / 2 * u64::from(r) / 255
 }
 
+/// Reads the images `messages` refer to that `images` lacks, off the async threads.
+async fn load_images(images: Images, messages: &[Message]) -> Images {
+    let paths: Vec<String> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { images, .. } => Some(images.iter()),
+            _ => None,
+        })
+        .flatten()
+        .filter(|p| !images.contains_key(*p))
+        .cloned()
+        .collect();
+    if paths.is_empty() {
+        return images;
+    }
+    tokio::task::spawn_blocking(move || {
+        let mut images = images;
+        crate::images::load_missing(&mut images, &paths);
+        images
+    })
+    .await
+    .unwrap_or_default()
+}
+
 async fn blocking(f: impl FnOnce() -> (String, bool) + Send + 'static) -> (String, bool) {
     tokio::task::spawn_blocking(f)
         .await
@@ -909,7 +1000,8 @@ fn commands() -> Value {
 }
 
 enum TurnInput {
-    User(String),
+    /// A message and the paths of its (checked) images.
+    User(String, Vec<String>),
     Continue,
     Compact,
 }
@@ -917,7 +1009,7 @@ enum TurnInput {
 /// The actor's own state.
 struct Actor {
     ctx: Arc<Ctx>,
-    queue: VecDeque<String>,
+    queue: VecDeque<(String, Vec<String>)>,
     turn: Option<JoinHandle<()>>,
 }
 
@@ -939,9 +1031,17 @@ pub(crate) async fn run(
     };
     let loaded: crate::log::Loaded = loaded;
     let transcript = setup.resume.then(|| loaded.transcript.clone());
+    let config_path = setup.home.join("config.json");
+    // A broken server list is reported once the startup batch is out; the session runs on.
+    let (servers, mcp_error) = match jucode_mcp::load_servers(&config_path) {
+        Ok(servers) => (servers, None),
+        Err(e) => (Vec::new(), Some(format!("MCP servers not started: {e}"))),
+    };
+    let mcp = McpManager::start(config_path.clone(), servers).await;
+    let mut mcp_changes = mcp.subscribe();
     let ctx = Arc::new(Ctx {
         events,
-        config_path: setup.home.join("config.json"),
+        config_path,
         session: setup.session,
         cwd: setup.cwd,
         home: setup.home,
@@ -974,6 +1074,7 @@ pub(crate) async fn run(
         }),
         log: Mutex::new(log),
         internal: internal_tx,
+        mcp,
     });
     ctx.startup(transcript).await;
     if let Some(e) = log_error {
@@ -991,6 +1092,9 @@ pub(crate) async fn run(
     if let Some(warning) = setup.warning {
         ctx.error(warning).await;
     }
+    if let Some(e) = mcp_error {
+        ctx.error(e).await;
+    }
     let mut actor = Actor {
         ctx,
         queue: VecDeque::new(),
@@ -1004,7 +1108,11 @@ pub(crate) async fn run(
                     break;
                 }
             }
-            Some(message) = internal_rx.recv() => actor.submit(message).await,
+            Some(message) = internal_rx.recv() => actor.submit(message, Vec::new()).await,
+            Ok(()) = mcp_changes.changed() => {
+                let event = actor.ctx.mcp.servers_event();
+                actor.ctx.emit("mcp_servers", event).await;
+            }
             _ = async {
                 match actor.turn.as_mut() {
                     Some(handle) => { let _ = handle.await; }
@@ -1020,6 +1128,7 @@ pub(crate) async fn run(
         turn.abort();
         let _ = turn.await;
     }
+    actor.ctx.mcp.shutdown().await;
     let _ = actor
         .ctx
         .events
@@ -1038,19 +1147,19 @@ impl Actor {
     }
 
     async fn emit_pending(&self) {
-        let messages: Vec<&String> = self.queue.iter().collect();
+        let messages: Vec<&String> = self.queue.iter().map(|(m, _)| m).collect();
         self.ctx
             .emit("pending_messages", json!({"messages": messages}))
             .await;
     }
 
     /// Starts a turn with `content`, or queues it behind the running one.
-    async fn submit(&mut self, content: String) {
+    async fn submit(&mut self, content: String, images: Vec<String>) {
         if !self.busy() {
-            self.start(TurnInput::User(content));
+            self.start(TurnInput::User(content, images));
             return;
         }
-        self.queue.push_back(content);
+        self.queue.push_back((content, images));
         self.emit_pending().await;
         self.ctx
             .status(&format!("queued: {}", self.queue.len()))
@@ -1061,9 +1170,9 @@ impl Actor {
         if self.busy() {
             return;
         }
-        if let Some(next) = self.queue.pop_front() {
+        if let Some((next, images)) = self.queue.pop_front() {
             self.emit_pending().await;
-            self.start(TurnInput::User(next));
+            self.start(TurnInput::User(next, images));
         }
     }
 
@@ -1089,18 +1198,30 @@ impl Actor {
                         .await;
                     return Flow::Go;
                 };
-                if let Some(images) = op.get("images").and_then(Value::as_array) {
-                    for image in images {
-                        let shown = image
-                            .as_str()
-                            .map_or_else(|| image.to_string(), str::to_string);
-                        ctx.info(format!(
-                            "image {shown} was not attached: this engine sends text only"
-                        ))
-                        .await;
+                let mut attached = Vec::new();
+                for image in op
+                    .get("images")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let checked = match image.as_str() {
+                        Some(raw) => images::check(raw, &ctx.env, &ctx.home.join("uploads"))
+                            .map(|p| p.display().to_string()),
+                        None => Err("an image must be a path string".to_string()),
+                    };
+                    match checked {
+                        Ok(path) => attached.push(path),
+                        Err(why) => {
+                            let shown = image
+                                .as_str()
+                                .map_or_else(|| image.to_string(), str::to_string);
+                            ctx.info(format!("image {shown} was not attached: {why}"))
+                                .await;
+                        }
                     }
                 }
-                self.submit(content.to_string()).await;
+                self.submit(content.to_string(), attached).await;
             }
             "command" => {
                 let input = op.get("input").and_then(Value::as_str).unwrap_or_default();
@@ -1135,12 +1256,13 @@ impl Actor {
             "set_approval_mode" => self.set_mode(&op).await,
             "set_attended" => self.set_attended(&op).await,
             "decide_action" => self.decide(&op).await,
-            "mcp_list" => ctx.emit("mcp_servers", json!({"servers": []})).await,
+            "mcp_list" => ctx.emit("mcp_servers", ctx.mcp.servers_event()).await,
+            // Saved to config.json and reconnected; the change's `mcp_servers` follows from
+            // the manager's subscription.
             "mcp_set" | "mcp_remove" | "mcp_toggle" => {
-                ctx.error(format!(
-                    "{name}: MCP servers are not available in this build of the jucode engine"
-                ))
-                .await
+                if let Err(e) = ctx.mcp.apply(&op).await {
+                    ctx.error(e.to_string()).await;
+                }
             }
             "shutdown" => return Flow::Exit,
             other => ctx.error(format!("unknown op: {other}")).await,
@@ -1428,7 +1550,8 @@ impl Actor {
                 json!({"id": action.id, "decision": "deny", "output": null, "is_error": false}),
             )
             .await;
-            self.submit(actions::decision_message(&action, None)).await;
+            self.submit(actions::decision_message(&action, None), Vec::new())
+                .await;
             return;
         }
         // Allowed: run in the background, then report into the session.
@@ -1438,7 +1561,7 @@ impl Actor {
                 name: action.name.clone(),
                 arguments: action.arguments.clone(),
             };
-            let (output, is_error) = match tools::prepare(&call, &ctx.env, |_| false) {
+            let (output, is_error) = match ctx.prepare(&call) {
                 Ok(prepared) => {
                     let mode = ctx.state().mode;
                     ctx.execute(&call, &prepared, runs_sandboxed(&prepared, mode), None)

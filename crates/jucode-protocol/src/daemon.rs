@@ -257,6 +257,22 @@ pub enum DaemonOp {
         kind: String,
         item: String,
     },
+    /// Without a session: edits `mcp_servers` in config.json. The fields stay loose so the
+    /// daemon can answer with the serve protocol's exact error texts.
+    McpSet {
+        #[serde(default)]
+        server: Option<Value>,
+    },
+    McpRemove {
+        #[serde(default)]
+        name: Option<Value>,
+    },
+    McpToggle {
+        #[serde(default)]
+        name: Option<Value>,
+        #[serde(default)]
+        enabled: Option<Value>,
+    },
 }
 
 /// Distinguishes an absent field (`None`) from an explicit `null` (`Some(Value::Null)`).
@@ -293,6 +309,9 @@ impl DaemonOp {
             "relay_set",
             "item_close",
             "item_reopen",
+            "mcp_set",
+            "mcp_remove",
+            "mcp_toggle",
         ];
         if !IMPLEMENTED.contains(&frame.op.as_str()) {
             return None;
@@ -459,6 +478,8 @@ pub enum DaemonEvent {
     ItemReopened {
         item: String,
     },
+    /// `mcp_set` / `mcp_remove` / `mcp_toggle` without a session: config.json is saved.
+    McpSaved,
 }
 
 /// A frame on its way to a client: a daemon event, with the request id when it is a reply.

@@ -7,7 +7,11 @@
 //! - `RUN: <cmd>` → one `bash` call with `{"command": cmd}`;
 //! - `CALL <tool> <json>` → one call of that tool with those arguments;
 //! - `SLEEP <ms> <text>` → waits, then answers as for `<text>`;
-//! - anything else → text `user said: <text>`.
+//! - `SYSTEM` → the request's system prompt, as text;
+//! - `BENCH <n> <gap_ms>` (chat API, streamed) → `n` deltas `tok<i> `, one SSE event each,
+//!   `gap_ms` apart; when each left is kept for [`FakeModel::bench_sent`];
+//! - anything else → text `user said: <text>` (with ` [N images]` when the message carried
+//!   N images).
 //!
 //! The engine's own short requests are told apart by their system prompt: a title request gets
 //! `Session about <first words>`, a safety check `ALLOW` (or `ASK` when the call mentions
@@ -19,10 +23,12 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use http_body_util::{BodyExt as _, Full};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt as _, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -39,6 +45,8 @@ struct State {
     requests: Mutex<Vec<(String, Value)>>,
     failures: Mutex<VecDeque<u16>>,
     calls: AtomicUsize,
+    /// When each token of the latest `BENCH` answer was handed to the connection.
+    bench_sent: Mutex<Vec<Instant>>,
 }
 
 /// A running fake model server; stops when dropped.
@@ -107,6 +115,11 @@ impl FakeModel {
         self.state.calls.load(Ordering::SeqCst)
     }
 
+    /// When each token `tok<i>` of the latest `BENCH` answer left the server (index `i`).
+    pub fn bench_sent(&self) -> Vec<Instant> {
+        lock(&self.state.bench_sent).clone()
+    }
+
     /// Every request as (path, JSON body), in arrival order.
     pub fn requests(&self) -> Vec<(String, Value)> {
         lock(&self.state.requests).clone()
@@ -117,10 +130,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-type Reply = Response<Full<Bytes>>;
+type Reply = Response<BoxBody<Bytes, Infallible>>;
 
 fn respond(status: StatusCode, content_type: &str, body: String) -> Reply {
-    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    with_body(status, content_type, Full::new(Bytes::from(body)).boxed())
+}
+
+fn with_body(status: StatusCode, content_type: &str, body: BoxBody<Bytes, Infallible>) -> Reply {
+    let mut resp = Response::new(body);
     *resp.status_mut() = status;
     if let Ok(value) = content_type.parse() {
         resp.headers_mut().insert("content-type", value);
@@ -172,8 +189,20 @@ async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infa
             ));
         }
     };
-    let answer = script(&body, anthropic, n).await;
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let (_, _, last) = last_message(&body, anthropic);
+    if let (false, true, Some(rest)) = (anthropic, stream, last.trim().strip_prefix("BENCH ")) {
+        let mut words = rest.split_whitespace().map(str::parse::<u64>);
+        let (Some(Ok(count)), Some(Ok(gap))) = (words.next(), words.next()) else {
+            return Ok(respond(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                "BENCH <n> <gap_ms>".into(),
+            ));
+        };
+        return Ok(bench_stream(state, count, gap));
+    }
+    let answer = script(&body, anthropic, n).await;
     let text = match (anthropic, stream) {
         (false, true) => chat_sse(&answer),
         (false, false) => chat_json(&answer),
@@ -186,6 +215,44 @@ async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infa
         "application/json"
     };
     Ok(respond(StatusCode::OK, content_type, text))
+}
+
+/// Streams `count` tokens `gap_ms` apart, noting when each was handed to the connection.
+fn bench_stream(state: Arc<State>, count: u64, gap_ms: u64) -> Reply {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        lock(&state.bench_sent).clear();
+        let first = json!({"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]});
+        if tx.send(Bytes::from(sse(&first))).await.is_err() {
+            return;
+        }
+        for i in 0..count {
+            tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+            let chunk = json!({"choices":[{"index":0,"delta":{"content":format!("tok{i} ")},"finish_reason":null}]});
+            let frame = Bytes::from(sse(&chunk));
+            // Timed as it goes to the connection: the channel hands it to hyper at once.
+            lock(&state.bench_sent).push(Instant::now());
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+        let mut tail = sse(&json!({"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}));
+        tail += &sse(
+            &json!({"choices":[],"usage":{"prompt_tokens":100,"completion_tokens":count,"total_tokens":100 + count}}),
+        );
+        tail += "data: [DONE]\n\n";
+        let _ = tx.send(Bytes::from(tail)).await;
+    });
+    let frames = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), rx))
+    });
+    with_body(
+        StatusCode::OK,
+        "text/event-stream",
+        StreamBody::new(frames).boxed(),
+    )
 }
 
 enum Answer {
@@ -228,16 +295,39 @@ fn last_message(body: &Value, anthropic: bool) -> (String, bool, String) {
         }
         let text = match &last["content"] {
             Value::String(s) => s.clone(),
-            _ => blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n"),
+            _ => tagged(
+                &blocks
+                    .iter()
+                    .filter_map(|b| b["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                blocks.iter().filter(|b| b["type"] == "image").count(),
+            ),
         };
         (system, false, text)
     } else {
-        let text = last["content"].as_str().unwrap_or_default().to_string();
+        let text = match &last["content"] {
+            Value::Array(parts) => {
+                let images = parts.iter().filter(|p| p["type"] == "image_url").count();
+                let text: Vec<&str> = parts
+                    .iter()
+                    .filter(|p| p["type"] == "text")
+                    .filter_map(|p| p["text"].as_str())
+                    .collect();
+                tagged(&text.join("\n"), images)
+            }
+            other => other.as_str().unwrap_or_default().to_string(),
+        };
         (system, last["role"] == "tool", text)
+    }
+}
+
+/// The text of a message with its image count appended, so replies show what arrived.
+fn tagged(text: &str, images: usize) -> String {
+    if images == 0 {
+        text.to_string()
+    } else {
+        format!("{text} [{images} images]")
     }
 }
 
@@ -268,6 +358,9 @@ async fn script(body: &Value, anthropic: bool, n: usize) -> Answer {
         return Answer::Text(format!("summary of {count} messages"));
     }
     let mut text = text.trim().to_string();
+    if text == "SYSTEM" {
+        return Answer::Text(system);
+    }
     if let Some(rest) = text.strip_prefix("SLEEP ") {
         let (ms, rest) = rest.split_once(' ').unwrap_or((rest, ""));
         if let Ok(ms) = ms.parse::<u64>() {

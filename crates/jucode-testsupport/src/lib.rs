@@ -9,6 +9,7 @@
 //! Both binaries must be built before the tests run:
 //! `cargo build -p jucode-testsupport -p jucode-daemon`.
 
+pub mod bench_latency;
 pub mod fake_model;
 
 use std::collections::VecDeque;

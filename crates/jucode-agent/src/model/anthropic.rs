@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+#[cfg(test)]
+use super::NO_IMAGES;
 use super::{Completion, Delta, Message, ModelError, Request, ToolCall, Usage, normalized, num};
 
 /// The `anthropic-version` header value.
@@ -15,7 +17,21 @@ pub fn body(req: Request<'_>, stream: bool) -> Value {
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for message in normalized(req.messages) {
         let (role, blocks) = match message {
-            Message::User { content } => ("user", vec![json!({"type": "text", "text": content})]),
+            Message::User { content, images } => {
+                // Images before the text, as the API's guide recommends.
+                let mut blocks: Vec<Value> = images
+                    .iter()
+                    .map(|path| match req.images.get(path) {
+                        Some(image) => json!({
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": image.media_type, "data": image.base64},
+                        }),
+                        None => json!({"type": "text", "text": super::missing_image(path)}),
+                    })
+                    .collect();
+                blocks.push(json!({"type": "text", "text": content}));
+                ("user", blocks)
+            }
             Message::Tool {
                 call_id,
                 output,
@@ -364,6 +380,7 @@ mod tests {
         let messages = vec![
             Message::User {
                 content: "go".into(),
+                images: vec![],
             },
             Message::Assistant {
                 content: "ok".into(),
@@ -402,6 +419,7 @@ mod tests {
                 messages: &messages,
                 tools: &[],
                 max_tokens: 10,
+                images: &NO_IMAGES,
             },
             false,
         );

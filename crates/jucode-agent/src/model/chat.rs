@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+#[cfg(test)]
+use super::NO_IMAGES;
 use super::{Completion, Delta, Message, ModelError, Request, ToolCall, Usage, normalized, num};
 
 /// The request body; `stream` asks for SSE with usage in the last chunk.
@@ -11,7 +13,23 @@ pub fn body(req: Request<'_>, stream: bool) -> Value {
     let mut messages = vec![json!({"role": "system", "content": req.system})];
     for message in normalized(req.messages) {
         messages.push(match message {
-            Message::User { content } => json!({"role": "user", "content": content}),
+            Message::User { content, images } if images.is_empty() => {
+                json!({"role": "user", "content": content})
+            }
+            // Text first, then each image as a data URL.
+            Message::User { content, images } => {
+                let mut parts = vec![json!({"type": "text", "text": content})];
+                for path in &images {
+                    parts.push(match req.images.get(path) {
+                        Some(image) => json!({
+                            "type": "image_url",
+                            "image_url": {"url": format!("data:{};base64,{}", image.media_type, image.base64)},
+                        }),
+                        None => json!({"type": "text", "text": super::missing_image(path)}),
+                    });
+                }
+                json!({"role": "user", "content": parts})
+            }
             Message::Assistant {
                 content,
                 tool_calls,
@@ -288,6 +306,7 @@ mod tests {
         let messages = vec![
             Message::User {
                 content: "hi".into(),
+                images: vec![],
             },
             Message::Assistant {
                 content: String::new(),
@@ -318,6 +337,7 @@ mod tests {
                 messages: &messages,
                 tools: &tools,
                 max_tokens: 100,
+                images: &NO_IMAGES,
             },
             true,
         );

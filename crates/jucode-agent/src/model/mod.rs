@@ -25,6 +25,10 @@ use crate::config::{Config, Protocol, Secret};
 pub enum Message {
     User {
         content: String,
+        /// Absolute paths of attached images (png, jpeg, gif, webp), read when a request is
+        /// built so the saved conversation stays small.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<String>,
     },
     Assistant {
         #[serde(default)]
@@ -106,6 +110,28 @@ pub struct Request<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
     pub max_tokens: u64,
+    /// The images of `messages`, read, by path; one missing here is sent as a text note.
+    pub images: &'a Images,
+}
+
+/// An image read for a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageData {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub media_type: &'static str,
+    /// The file's bytes, base64 (standard alphabet, padded).
+    pub base64: String,
+}
+
+/// Read images by path.
+pub type Images = std::collections::BTreeMap<String, ImageData>;
+
+/// For requests without images.
+pub static NO_IMAGES: Images = Images::new();
+
+/// What the model gets in place of an image that could not be read.
+pub(crate) fn missing_image(path: &str) -> String {
+    format!("[image {path} is no longer available]")
 }
 
 /// Why a request failed.
@@ -409,6 +435,7 @@ mod tests {
             },
             Message::User {
                 content: "hi".into(),
+                images: vec![],
             },
             Message::Assistant {
                 content: String::new(),
@@ -424,13 +451,14 @@ mod tests {
             },
             Message::User {
                 content: "next".into(),
+                images: vec![],
             },
         ];
         let out = normalized(&messages);
         assert_eq!(out.len(), 5);
         assert!(matches!(&out[0], Message::User { .. }));
         assert!(matches!(&out[3], Message::Tool { call_id, is_error: true, .. } if call_id == "b"));
-        assert!(matches!(&out[4], Message::User { content } if content == "next"));
+        assert!(matches!(&out[4], Message::User { content, .. } if content == "next"));
     }
 
     #[test]
