@@ -1,7 +1,7 @@
 //! Engines other than jucode, hosted by the real daemon binary: Claude Code (here its fake,
+//! replaying frames recorded from the real CLI) behaves like any session to every client.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! replaying frames recorded from the real CLI) behaves like any session to every client.
 
 use std::path::PathBuf;
 
