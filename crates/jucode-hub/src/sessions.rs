@@ -49,7 +49,12 @@ enum Record {
         archived: Option<bool>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hidden: Option<bool>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        /// `Some(null)` clears the group: kept apart from an absent field when read back.
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
         group: Option<Value>,
         at: u64,
     },
@@ -61,6 +66,11 @@ enum Record {
     },
     #[serde(other)]
     Unknown,
+}
+
+/// Reads a field that is present (even as `null`) as `Some`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 fn default_engine() -> String {

@@ -77,7 +77,10 @@ impl Drop for Task {
 pub enum Connected {
     Open(Client),
     /// The daemon answered the upgrade with an HTTP status instead.
-    Refused { status: u16, body: String },
+    Refused {
+        status: u16,
+        body: String,
+    },
 }
 
 /// How a client presents its token.
@@ -180,7 +183,10 @@ impl Client {
     /// Sends without waiting for the write to finish: a peer that stops reading mid-frame
     /// (the oversize case) must not stall the fixture. The reader keeps receiving meanwhile.
     pub fn send_detached(&mut self, text: String) -> Result<()> {
-        let mut sink = self.sink.take().context("a detached write is already running")?;
+        let mut sink = self
+            .sink
+            .take()
+            .context("a detached write is already running")?;
         self.writer = Some(Task(tokio::spawn(async move {
             let _ = sink.send(Message::text(text)).await;
             // Hold the socket open until the fixture is done with this client.

@@ -51,7 +51,9 @@ pub fn run(options: Options) -> Result<bool> {
 }
 
 fn fixture_files(filter: Option<&str>) -> Result<Vec<PathBuf>> {
-    let dir = daemon::workspace_root()?.join("fixtures").join("conformance");
+    let dir = daemon::workspace_root()?
+        .join("fixtures")
+        .join("conformance");
     let mut files = Vec::new();
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();
@@ -78,7 +80,10 @@ async fn run_all(options: Options) -> Result<bool> {
     let bins = Bins::of_profile("debug")?;
     let files = fixture_files(options.filter.as_deref())?;
     if files.is_empty() {
-        bail!("no fixture matches {:?}", options.filter.unwrap_or_default());
+        bail!(
+            "no fixture matches {:?}",
+            options.filter.unwrap_or_default()
+        );
     }
     let gate = Arc::new(tokio::sync::Semaphore::new(PARALLEL));
     let mut tasks = tokio::task::JoinSet::new();
@@ -88,11 +93,11 @@ async fn run_all(options: Options) -> Result<bool> {
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
             let name = fixture_name(&path);
-            let result = match tokio::time::timeout(FIXTURE_TIMEOUT, run_fixture(&bins, &path)).await
-            {
-                Ok(result) => result,
-                Err(_) => Err(format!("timed out after {FIXTURE_TIMEOUT:?}")),
-            };
+            let result =
+                match tokio::time::timeout(FIXTURE_TIMEOUT, run_fixture(&bins, &path)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(format!("timed out after {FIXTURE_TIMEOUT:?}")),
+                };
             (name, result)
         });
     }
@@ -122,7 +127,10 @@ struct Step {
 
 /// The action keys and the keys each allows besides `note`.
 const ACTIONS: &[(&str, &[&str])] = &[
-    ("connect", &["token", "via", "expect_status", "expect_text", "batch"]),
+    (
+        "connect",
+        &["token", "via", "expect_status", "expect_text", "batch"],
+    ),
     ("close", &[]),
     ("send", &["client"]),
     ("send_text", &["client"]),
@@ -134,7 +142,12 @@ const ACTIONS: &[(&str, &[&str])] = &[
     ("expect_close", &["client", "skip", "timeout", "reason"]),
     (
         "http",
-        &["expect_status", "expect_body", "expect_text", "expect_headers"],
+        &[
+            "expect_status",
+            "expect_body",
+            "expect_text",
+            "expect_headers",
+        ],
     ),
     ("restart", &["batch"]),
     ("kill9", &["batch"]),
@@ -155,7 +168,10 @@ fn parse_fixture(text: &str) -> Result<Vec<Step>, String> {
         let value: Value = serde_json::from_str(line)
             .map_err(|e| format!("step {n} (line {}): not JSON: {e}", i + 1))?;
         let Value::Object(value) = value else {
-            return Err(format!("step {n} (line {}): a step is a JSON object", i + 1));
+            return Err(format!(
+                "step {n} (line {}): a step is a JSON object",
+                i + 1
+            ));
         };
         let action = ACTIONS
             .iter()
@@ -171,10 +187,7 @@ fn parse_fixture(text: &str) -> Result<Vec<Step>, String> {
                 ));
             }
         }
-        steps.push(Step {
-            line: i + 1,
-            value,
-        });
+        steps.push(Step { line: i + 1, value });
     }
     Ok(steps)
 }
@@ -182,7 +195,9 @@ fn parse_fixture(text: &str) -> Result<Vec<Step>, String> {
 async fn run_fixture(bins: &Bins, path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let steps = parse_fixture(&text)?;
-    let mut runner = Runner::start(bins).await.map_err(|e| format!("setup: {e:#}"))?;
+    let mut runner = Runner::start(bins)
+        .await
+        .map_err(|e| format!("setup: {e:#}"))?;
     for (i, step) in steps.iter().enumerate() {
         if let Err(why) = runner.step(step).await {
             let log = runner.log_tail();
@@ -363,7 +378,10 @@ impl Runner {
                 .map_err(|e| format!("{e:#}"))
         } else if v.contains_key("send_binary") {
             let text = self.field(step, "send_binary", false)?.unwrap_or_default();
-            let text = text.as_str().ok_or("send_binary takes a string")?.to_string();
+            let text = text
+                .as_str()
+                .ok_or("send_binary takes a string")?
+                .to_string();
             let name = Self::client_name(step)?;
             self.live(&name)?
                 .send_binary(text.into_bytes())
@@ -400,10 +418,16 @@ impl Runner {
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok(())
         } else if let Some(list) = v.get("ignore") {
-            let list = list.as_array().ok_or("ignore takes a list of frame types")?;
+            let list = list
+                .as_array()
+                .ok_or("ignore takes a list of frame types")?;
             self.ignore = list
                 .iter()
-                .map(|t| t.as_str().map(str::to_string).ok_or("ignore lists frame types"))
+                .map(|t| {
+                    t.as_str()
+                        .map(str::to_string)
+                        .ok_or("ignore lists frame types")
+                })
                 .collect::<Result<_, _>>()?;
             Ok(())
         } else if v.contains_key("mkdir") {
@@ -438,7 +462,11 @@ impl Runner {
             Some(other) => return Err(format!("via is query or header, not {other}")),
         };
         let expect_status = step.value.get("expect_status").and_then(Value::as_u64);
-        let batch = step.value.get("batch").and_then(Value::as_bool).unwrap_or(true);
+        let batch = step
+            .value
+            .get("batch")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
         let outcome = client::connect(self.daemon.addr, token.as_deref(), via)
             .await
             .map_err(|e| format!("connecting {name}: {e:#}"))?;
@@ -558,7 +586,10 @@ impl Runner {
     async fn expect(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let pattern = self.field(step, "expect", true)?.unwrap_or_default();
-        let want_type = pattern.get("type").and_then(Value::as_str).map(str::to_string);
+        let want_type = pattern
+            .get("type")
+            .and_then(Value::as_str)
+            .map(str::to_string);
         let skip = self.skip_of(step)?;
         let deadline = Instant::now() + Self::timeout_of(step);
         let mut skipped = Vec::new();
@@ -692,7 +723,9 @@ impl Runner {
                     other => return Err(format!("expect_close takes a code or true, not {other}")),
                 };
                 if !code_ok {
-                    Err(format!("{name}: expected close {want}, got close {code:?} {reason:?}"))
+                    Err(format!(
+                        "{name}: expected close {want}, got close {code:?} {reason:?}"
+                    ))
                 } else if let Some(p) = self.field(step, "reason", true)? {
                     self.commit(&p, &Value::String(reason))
                         .map_err(|e| format!("{name}: close reason: {e}"))
@@ -725,7 +758,10 @@ impl Runner {
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(Value::Object(h)) = req.get("headers") {
             for (k, v) in h {
-                headers.push((k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string)));
+                headers.push((
+                    k.clone(),
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                ));
             }
         }
         let body = match (req.get("body"), req.get("raw_body")) {
@@ -733,7 +769,12 @@ impl Runner {
                 headers.push(("Content-Type".into(), "application/json".into()));
                 Some(json.to_string().into_bytes())
             }
-            (None, Some(raw)) => Some(raw.as_str().ok_or("raw_body is a string")?.as_bytes().to_vec()),
+            (None, Some(raw)) => Some(
+                raw.as_str()
+                    .ok_or("raw_body is a string")?
+                    .as_bytes()
+                    .to_vec(),
+            ),
             (None, None) => None,
         };
         let response = client::http(self.daemon.addr, method, path, &headers, body.as_deref())
@@ -749,7 +790,10 @@ impl Runner {
         if let Some(want) = step.value.get("expect_status").and_then(Value::as_u64)
             && u64::from(response.status) != want
         {
-            return Err(format!("{method} {path}: expected status {want}, got {}", shown()));
+            return Err(format!(
+                "{method} {path}: expected status {want}, got {}",
+                shown()
+            ));
         }
         if let Some(Value::Object(want)) = self.field(step, "expect_headers", true)? {
             for (name, p) in want {
@@ -779,7 +823,11 @@ impl Runner {
     /// Stops the daemon (SIGTERM or SIGKILL), starts it again on the same home, and reconnects
     /// every connected client by name.
     async fn restart(&mut self, step: &Step, kill: bool) -> StepResult {
-        let batch = step.value.get("batch").and_then(Value::as_bool).unwrap_or(true);
+        let batch = step
+            .value
+            .get("batch")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
         let mut reconnect = Vec::new();
         for (name, conn) in &mut self.clients {
             if conn.client.take().is_some() {
@@ -789,7 +837,10 @@ impl Runner {
         if kill {
             self.daemon.kill9().await.map_err(|e| format!("{e:#}"))?;
         } else {
-            self.daemon.stop().await.map_err(|e| format!("{e:#}"))?;
+            let status = self.daemon.stop().await.map_err(|e| format!("{e:#}"))?;
+            if !status.success() {
+                return Err(format!("the daemon exited with {status} after SIGTERM"));
+            }
         }
         self.daemon = Daemon::start(&self.bins, &self.homes)
             .await
@@ -819,7 +870,10 @@ impl Runner {
     }
 }
 
-async fn recv_until(rx: &mut mpsc::UnboundedReceiver<Incoming>, deadline: Instant) -> Option<Incoming> {
+async fn recv_until(
+    rx: &mut mpsc::UnboundedReceiver<Incoming>,
+    deadline: Instant,
+) -> Option<Incoming> {
     match tokio::time::timeout_at(deadline, rx.recv()).await {
         Ok(Some(item)) => Some(item),
         // The reader ended without a final item: report it as the connection ending.

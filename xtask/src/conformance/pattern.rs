@@ -184,7 +184,10 @@ fn match_at(
             match_placeholder(&p[1..], actual, captures, path)
         }
         (Value::String(p), Value::String(a)) => {
-            let want = p.strip_prefix('$').filter(|_| p.starts_with("$$")).unwrap_or(p);
+            let want = p
+                .strip_prefix('$')
+                .filter(|_| p.starts_with("$$"))
+                .unwrap_or(p);
             if want == a {
                 Ok(())
             } else {
@@ -255,7 +258,13 @@ mod tests {
         assert!(check(json!({"a": 1}), json!({"a": 1, "b": 2})).is_err());
         assert!(check(json!({"a": 1, "b": 2}), json!({"a": 1})).is_err());
         assert!(check(json!("$prefix:invalid frame:"), json!("invalid frame: x")).is_ok());
-        assert!(check(json!("$contains:session_create"), json!("use session_create")).is_ok());
+        assert!(
+            check(
+                json!("$contains:session_create"),
+                json!("use session_create")
+            )
+            .is_ok()
+        );
         assert!(check(json!("$$any"), json!("$any")).is_ok());
         assert!(check(json!("$$any"), json!(3)).is_err());
         assert!(check(json!("$bogus"), json!(3)).is_err());
@@ -265,14 +274,24 @@ mod tests {
 
     #[test]
     fn captures_and_substitution() -> Result<(), String> {
-        let caps = check(json!({"s": "$=sid", "n": "$number=n"}), json!({"s": "abc", "n": 4}))?;
-        assert_eq!(caps, vec![("sid".into(), json!("abc")), ("n".into(), json!(4))]);
+        let caps = check(
+            json!({"s": "$=sid", "n": "$number=n"}),
+            json!({"s": "abc", "n": 4}),
+        )?;
+        assert_eq!(
+            caps,
+            vec![("sid".into(), json!("abc")), ("n".into(), json!(4))]
+        );
         assert!(check(json!("$number=n"), json!("4")).is_err());
         let mut vars = Vars::new();
         vars.insert("sid".into(), json!("abc"));
         vars.insert("n".into(), json!(4));
         vars.insert("odd".into(), json!("$any"));
-        let out = substitute(&json!({"a": "${sid}", "b": "${n}", "c": "x-${n}-${sid}"}), &vars, false)?;
+        let out = substitute(
+            &json!({"a": "${sid}", "b": "${n}", "c": "x-${n}-${sid}"}),
+            &vars,
+            false,
+        )?;
         assert_eq!(out, json!({"a": "abc", "b": 4, "c": "x-4-abc"}));
         assert_eq!(substitute(&json!("${odd}"), &vars, true)?, json!("$$any"));
         assert!(substitute(&json!("${missing}"), &vars, false).is_err());

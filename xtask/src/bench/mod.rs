@@ -1,0 +1,195 @@
+//! `cargo xtask bench`: the release daemon measured against references run in the same
+//! process, so the ratios mean something on any machine.
+
+mod coldstart;
+mod fanout;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use crate::daemon::{self, Bins};
+
+pub struct Options {
+    pub quick: bool,
+    pub build: bool,
+}
+
+/// How big a run is.
+struct Sizes {
+    /// Frames per fan-out run.
+    frames: usize,
+    /// Connected clients per fan-out run.
+    clients: &'static [usize],
+    /// Runs per fan-out measurement (the median is shown).
+    repeats: usize,
+    /// Log lines of the cold-start state directory.
+    lines: usize,
+}
+
+const FULL: Sizes = Sizes {
+    frames: 50_000,
+    clients: &[1, 10, 100],
+    repeats: 3,
+    lines: 1_000_000,
+};
+
+const QUICK: Sizes = Sizes {
+    frames: 10_000,
+    clients: &[1, 10, 100],
+    repeats: 1,
+    lines: 100_000,
+};
+
+/// Set in the optimized child that a debug xtask hands the measurements to.
+const CHILD_ENV: &str = "JUCODE_XTASK_BENCH_CHILD";
+
+pub fn run(options: Options) -> Result<bool> {
+    // The references and the measuring clients are xtask code: timing them unoptimized would
+    // make every ratio meaningless, so a debug xtask builds and runs its release self.
+    if cfg!(debug_assertions) && std::env::var_os(CHILD_ENV).is_none() {
+        return run_optimized(&options);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(run_all(options))
+}
+
+fn run_optimized(options: &Options) -> Result<bool> {
+    let root = daemon::workspace_root()?;
+    if options.build {
+        let status = std::process::Command::new(daemon::cargo_program())
+            .current_dir(&root)
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "jucode-daemon",
+                "-p",
+                "jucode-testsupport",
+            ])
+            .args(["-p", "xtask"])
+            .status()
+            .context("running cargo build --release")?;
+        if !status.success() {
+            bail!("cargo build --release failed ({status})");
+        }
+    }
+    let xtask = daemon::target_dir()?.join("release").join("xtask");
+    let mut child = std::process::Command::new(&xtask);
+    child.arg("bench").arg("--no-build").env(CHILD_ENV, "1");
+    if options.quick {
+        child.arg("--quick");
+    }
+    let status = child
+        .status()
+        .with_context(|| format!("running {} (build it with --release)", xtask.display()))?;
+    Ok(status.success())
+}
+
+async fn run_all(options: Options) -> Result<bool> {
+    if options.build {
+        daemon::build(true).await?;
+    }
+    let bins = Bins::of_profile("release")?;
+    let sizes = if options.quick { QUICK } else { FULL };
+    let mode = if options.quick { " (--quick)" } else { "" };
+
+    println!(
+        "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference",
+        sizes.frames, sizes.repeats
+    );
+    println!(
+        "{:>7}  {:>13}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}",
+        "clients", "daemon fr/s", "ref fr/s", "ratio", "daemon p99", "ref p99", "ratio"
+    );
+    let mut ok = true;
+    for &n in sizes.clients {
+        let mut daemon_runs = Vec::new();
+        let mut reference_runs = Vec::new();
+        // Alternated, so a burst of load elsewhere on the machine hits both alike.
+        for _ in 0..sizes.repeats {
+            daemon_runs.push(
+                fanout::daemon_run(&bins, n, sizes.frames)
+                    .await
+                    .with_context(|| format!("daemon fan-out to {n} clients"))?,
+            );
+            reference_runs.push(
+                fanout::reference_run(n, sizes.frames)
+                    .await
+                    .with_context(|| format!("reference fan-out to {n} clients"))?,
+            );
+        }
+        let daemon = fanout::Outcome::median(daemon_runs);
+        let reference = fanout::Outcome::median(reference_runs);
+        println!(
+            "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>11}  {:>11}  {:>6.2}",
+            n,
+            thousands(daemon.rate),
+            thousands(reference.rate),
+            daemon.rate / reference.rate,
+            millis(daemon.p99),
+            millis(reference.p99),
+            daemon.p99.as_secs_f64() / reference.p99.as_secs_f64().max(1e-9),
+        );
+        for note in daemon.notes.iter().chain(&reference.notes) {
+            println!("         note: {note}");
+        }
+        ok &= daemon.complete && reference.complete;
+    }
+
+    println!();
+    let cold = coldstart::run(&bins, sizes.lines).await?;
+    println!(
+        "cold start{mode}: {} log lines ({} sessions, {} device records); median of 3; ratio = daemon / reference",
+        thousands(cold.lines as f64),
+        thousands(cold.sessions as f64),
+        thousands(cold.device_lines as f64)
+    );
+    println!(
+        "{:>24}  {:>24}  {:>6}",
+        "daemon spawn→listening", "reference parse (Value)", "ratio"
+    );
+    println!(
+        "{:>24}  {:>24}  {:>6.2}",
+        millis(cold.daemon),
+        millis(cold.reference),
+        cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
+    );
+    if !ok {
+        println!("bench: some clients did not receive every frame (see notes)");
+    }
+    Ok(ok)
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// `1234567.8` as `1,234,568`.
+fn thousands(x: f64) -> String {
+    let digits = format!("{:.0}", x.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped() {
+        assert_eq!(thousands(0.0), "0");
+        assert_eq!(thousands(999.4), "999");
+        assert_eq!(thousands(1234567.8), "1,234,568");
+        assert_eq!(millis(Duration::from_micros(1500)), "1.50 ms");
+    }
+}
