@@ -46,6 +46,21 @@ const STEPS: &[(&str, Check)] = &[
     ),
     ("tests (cargo nextest run, else cargo test)", Check::Tests),
     ("cargo xtask conformance --no-build", Check::Conformance),
+    (
+        "cargo deny check licenses bans sources",
+        Check::Cargo(&["deny", "check", "licenses", "bans", "sources"]),
+    ),
+    (
+        "slow suites against real peers (cargo nextest run --run-ignored only)",
+        Check::Cargo(&[
+            "nextest",
+            "run",
+            "--workspace",
+            "--run-ignored",
+            "only",
+            "--no-tests=pass",
+        ]),
+    ),
     ("cargo xtask bench --quick", Check::BenchQuick),
 ];
 

@@ -54,29 +54,43 @@ async fn a_claude_session_runs_turns_and_shares_approvals_with_every_client() {
         .unwrap();
     let out = b.recv_type("tool_output", Some(&session)).await.unwrap();
     assert_eq!(out["output"], "hi");
-    b.recv_until(|f| f["type"] == "status" && f["message"] == "ready" && f["session"] == session.as_str())
-        .await
-        .unwrap();
+    b.recv_until(|f| {
+        f["type"] == "status" && f["message"] == "ready" && f["session"] == session.as_str()
+    })
+    .await
+    .unwrap();
 
     // The prompt reaches every client; the one that answers first decides.
     a.send(json!({"op":"user_message","session":session,"content":"RUN: touch hi.txt && echo hi"}))
         .await
         .unwrap();
-    let request = b.recv_type("approval_request", Some(&session)).await.unwrap();
-    assert_eq!(request["summary"], "touch hi.txt && echo hi");
-    b.send(json!({"op":"approve","session":session,"call_id":request["call_id"],"decision":"allow"}))
+    let request = b
+        .recv_type("approval_request", Some(&session))
         .await
         .unwrap();
+    assert_eq!(request["summary"], "touch hi.txt && echo hi");
+    b.send(
+        json!({"op":"approve","session":session,"call_id":request["call_id"],"decision":"allow"}),
+    )
+    .await
+    .unwrap();
     let out = a.recv_type("tool_output", Some(&session)).await.unwrap();
     assert_eq!(out["is_error"], false);
-    a.recv_until(|f| f["type"] == "status" && f["message"] == "ready" && f["session"] == session.as_str())
-        .await
-        .unwrap();
+    a.recv_until(|f| {
+        f["type"] == "status" && f["message"] == "ready" && f["session"] == session.as_str()
+    })
+    .await
+    .unwrap();
 
     // A watcher's snapshot is rebuilt by the daemon from the engine's events.
-    a.request(json!({"op":"watch","session":session})).await.unwrap();
+    a.request(json!({"op":"watch","session":session}))
+        .await
+        .unwrap();
     let transcript = a.recv_type("transcript", Some(&session)).await.unwrap();
-    assert_eq!(transcript["items"][0], json!({"role":"user","content":"RUN: echo hi"}));
+    assert_eq!(
+        transcript["items"][0],
+        json!({"role":"user","content":"RUN: echo hi"})
+    );
     let list = a.request(json!({"op":"session_list"})).await.unwrap();
     assert_eq!(list["sessions"][0]["engine"], "claude");
     assert_eq!(list["sessions"][0]["title"], "RUN: echo hi");
