@@ -130,31 +130,34 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(jucode_server::run(
-        options,
-        |addr, token| {
-            println!("jucode daemon listening on http://{addr}");
-            println!("token: {}", token.display());
-        },
-        shutdown_signal(),
-    ))?;
+    runtime.block_on(async {
+        // Handlers go in before "listening" is printed: a SIGTERM right after that line must
+        // still stop the engines cleanly.
+        let shutdown = shutdown_signal()?;
+        jucode_server::run(
+            options,
+            |addr, token| {
+                println!("jucode daemon listening on http://{addr}");
+                println!("token: {}", token.display());
+            },
+            shutdown,
+        )
+        .await
+        .map_err(anyhow::Error::from)
+    })?;
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Installs the SIGINT and SIGTERM handlers now; the future resolves on either signal.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers the daemon runs until killed.
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    eprintln!("shutting down");
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        eprintln!("shutting down");
+    })
 }

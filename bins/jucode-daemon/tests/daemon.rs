@@ -1088,3 +1088,28 @@ async fn a_deferred_action_can_be_closed_and_reopened() {
     let list = a.request(json!({"op":"actions_list"})).await.unwrap();
     assert_eq!(list["actions"][0]["id"], action.as_str());
 }
+
+#[tokio::test]
+async fn a_watcher_that_disconnects_leaves_the_session_unattended_for_everyone_to_see() {
+    let env = Env::new();
+    let project = env.project("app");
+    let daemon = env.daemon().await;
+    let mut a = daemon.client().await.unwrap();
+    let mut b = daemon.client().await.unwrap();
+    let session = create_session(&mut a, &project).await.unwrap();
+    a.request(json!({"op":"watch","session":session}))
+        .await
+        .unwrap();
+    b.recv_until(|f| f["type"] == "sessions" && f["sessions"][0]["watchers"] == 1)
+        .await
+        .unwrap();
+    a.close().await;
+    b.recv_until(|f| f["type"] == "sessions" && f["sessions"][0]["watchers"] == 0)
+        .await
+        .unwrap();
+    let attended = b
+        .recv_until(|f| f["type"] == "attended" && f["session"] == session.as_str())
+        .await
+        .unwrap();
+    assert_eq!(attended["attended"], false);
+}

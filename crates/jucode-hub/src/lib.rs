@@ -176,9 +176,7 @@ impl Hub {
 
     /// Forgets a connection: its watches end (which may leave sessions unattended).
     pub fn disconnect(&self, client: ClientId) {
-        let mut inner = self.lock();
-        inner.clients.remove(client);
-        inner.sessions.unwatch_all(client);
+        self.lock().client_gone(client);
     }
 
     /// Handles one text frame from `client`. Replies and broadcasts are queued on the clients'
@@ -379,7 +377,7 @@ impl Hub {
                 let mut inner = self.lock();
                 inner.devices.revoke(&device)?;
                 for dropped in inner.clients.drop_device(&device) {
-                    inner.sessions.unwatch_all(dropped);
+                    inner.client_gone(dropped);
                 }
                 inner.clients.send(
                     client,
@@ -506,7 +504,7 @@ impl Hub {
         let event = inner.workspaces.event();
         let broadcast = to_value(&Reply::to(None, event.clone()));
         for dropped in inner.clients.broadcast_except(&broadcast, Some(client)) {
-            inner.sessions.unwatch_all(dropped);
+            inner.client_gone(dropped);
         }
         inner.clients.send(client, &to_value(&Reply::to(id, event)));
         Ok(())

@@ -367,13 +367,19 @@ impl Sessions {
         }
     }
 
-    /// Ends `client`'s watches; a session left with no watcher becomes unattended.
-    pub(crate) fn unwatch_all(&mut self, client: ClientId) {
+    /// Ends `client`'s watches; a session left with no watcher becomes unattended. Returns
+    /// whether any session lost a watcher (its `watchers` count changed).
+    pub(crate) fn unwatch_all(&mut self, client: ClientId) -> bool {
+        let mut changed = false;
         for s in self.map.values_mut() {
-            if s.watchers.remove(&client) && s.watchers.is_empty() {
-                s.send(Value::Object(set_attended(false)));
+            if s.watchers.remove(&client) {
+                changed = true;
+                if s.watchers.is_empty() {
+                    s.send(Value::Object(set_attended(false)));
+                }
             }
         }
+        changed
     }
 
     /// Sends `op` to every open session whose engine is `engine`.
@@ -475,7 +481,16 @@ impl Inner {
     /// Queues a frame for every client, ending the watches of clients dropped as too slow.
     pub(crate) fn broadcast(&mut self, frame: &Value) {
         for dropped in self.clients.broadcast(frame) {
-            self.sessions.unwatch_all(dropped);
+            self.client_gone(dropped);
+        }
+    }
+
+    /// A client left (or was dropped): its watches end, and every other client learns the
+    /// new watcher counts. Terminates: each round removes a client.
+    pub(crate) fn client_gone(&mut self, client: ClientId) {
+        self.clients.remove(client);
+        if self.sessions.unwatch_all(client) {
+            self.broadcast_sessions();
         }
     }
 
