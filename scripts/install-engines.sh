@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the pinned real engine CLIs (Claude Code, Codex, the Claude ACP agent) into
-# target/peers/npm for the ignored adapter suite:
-#   cargo nextest run -p jucode-fake-engines --run-ignored only
+# target/peers/npm for the ignored real-CLI suite (crates/jucode-fake-engines/tests/real_clis.rs):
+#   cargo nextest run -p jucode-fake-engines --run-ignored only -E 'binary(real_clis)'
+# `cargo xtask interop` runs this script and then that suite.
 # Versions come from scripts/engine-versions.env. Idempotent; non-interactive; needs node and npm
 # (installed with apt-get when missing).
 set -euo pipefail

@@ -4,6 +4,7 @@ mod bench;
 mod ci;
 mod conformance;
 mod daemon;
+mod interop;
 
 use std::process::ExitCode;
 
@@ -16,7 +17,9 @@ commands:
   conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
                                      (FILTER: run only fixtures whose name contains it)
   bench [--quick] [--no-build]       event fan-out and cold start against in-process references
-  ci                                 fmt, clippy, protocol deps, build, tests, conformance, bench --quick";
+  ci                                 fmt, clippy, protocol deps, build, tests, conformance, bench --quick
+  interop                            install the real Claude Code, Codex and ACP CLIs and drive them
+                                     through the adapters against a fake model server";
 
 fn main() -> ExitCode {
     match run() {
@@ -70,6 +73,12 @@ fn run() -> Result<bool> {
                 bail!("ci takes no arguments, got {extra}");
             }
             ci::run()
+        }
+        "interop" => {
+            if let Some(extra) = rest.first() {
+                bail!("interop takes no arguments, got {extra}");
+            }
+            interop::run()
         }
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

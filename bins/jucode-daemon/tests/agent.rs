@@ -1075,3 +1075,42 @@ async fn the_latency_bench_sees_every_token_on_both_paths() {
     assert!(report.daemon.p50 <= report.daemon.p99);
     assert!(report.direct.p50 <= report.direct.p99);
 }
+
+/// `session_history` lists every conversation saved in a directory, also those the daemon
+/// never hosted (a `jucode-daemon serve` run writes the same log), each once.
+#[tokio::test]
+async fn history_lists_conversations_saved_by_others_once() {
+    let env = Env::new();
+    let fake = FakeModel::start().await.unwrap();
+    let daemon = start(&env, &fake, "chat").await;
+    let mut c = daemon.client().await.unwrap();
+    let project = env.project("app");
+    let id = session(&mut c, &project, json!({}), true).await.unwrap();
+    turn(&mut c, &id, "hello there").await.unwrap();
+    // Another program's conversation in the same directory, and one elsewhere.
+    let sessions = env.home().join("sessions");
+    std::fs::copy(
+        sessions.join(format!("{id}.jsonl")),
+        sessions.join("from-serve.jsonl"),
+    )
+    .unwrap();
+    let elsewhere = std::fs::read_to_string(sessions.join(format!("{id}.jsonl")))
+        .unwrap()
+        .replace(&project.display().to_string(), "/somewhere/else");
+    std::fs::write(sessions.join("elsewhere.jsonl"), elsewhere).unwrap();
+
+    let history = c
+        .request(json!({"op":"session_history","cwd":project.display().to_string()}))
+        .await
+        .unwrap();
+    let rows = history["sessions"].as_array().unwrap();
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["session"].as_str()).collect();
+    assert_eq!(ids.iter().filter(|s| **s == id).count(), 1, "{history}");
+    assert!(ids.contains(&"from-serve"), "{history}");
+    assert!(!ids.contains(&"elsewhere"), "{history}");
+    let other = rows.iter().find(|r| r["session"] == "from-serve").unwrap();
+    assert_eq!(other["engine"], "jucode");
+    assert_eq!(other["open"], false);
+    assert_eq!(other["entries"], 2);
+    assert_eq!(other["title"], "hello there");
+}

@@ -110,6 +110,10 @@ fn read_options(options: &Object) -> Options {
 }
 
 impl EngineFactory for JucodeEngine {
+    fn saved_conversations(&self, cwd: &Path) -> Vec<jucode_engine::SavedConversation> {
+        log::saved_in(&self.home.join("sessions"), cwd)
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let (handle, ops, events) = jucode_engine::channel();
         let options = read_options(&spec.options);

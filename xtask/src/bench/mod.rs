@@ -3,6 +3,7 @@
 
 mod coldstart;
 mod fanout;
+mod paths;
 
 use std::time::Duration;
 
@@ -25,6 +26,8 @@ struct Sizes {
     repeats: usize,
     /// Log lines of the cold-start state directory.
     lines: usize,
+    /// The engine, relay and Cotal benches.
+    paths: paths::PathSizes,
 }
 
 const FULL: Sizes = Sizes {
@@ -32,6 +35,11 @@ const FULL: Sizes = Sizes {
     clients: &[1, 10, 100],
     repeats: 3,
     lines: 1_000_000,
+    paths: paths::PathSizes {
+        tokens: 500,
+        relay_frames: 400,
+        journal_samples: 300,
+    },
 };
 
 const QUICK: Sizes = Sizes {
@@ -39,6 +47,11 @@ const QUICK: Sizes = Sizes {
     clients: &[1, 10, 100],
     repeats: 1,
     lines: 100_000,
+    paths: paths::PathSizes {
+        tokens: 50,
+        relay_frames: 50,
+        journal_samples: 30,
+    },
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -158,6 +171,7 @@ async fn run_all(options: Options) -> Result<bool> {
         millis(cold.reference),
         cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
     );
+    paths::run(&sizes.paths).await?;
     if !ok {
         println!("bench: some clients did not receive every frame (see notes)");
     }
