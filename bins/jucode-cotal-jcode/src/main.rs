@@ -1,32 +1,14 @@
-//! `jucode-cotal-jcode`: one Cotal seat for jcode, and with `mcp-bridge` the
-//! stdio MCP bridge jcode spawns as its `cotal` server.
+//! `jucode-cotal-jcode`: one Cotal seat for jcode; with `mcp-bridge` the stdio
+//! MCP bridge jcode spawns as its `cotal` server; with `models` the operator's
+//! declared jcode model catalog.
 //!
-//! Thin: arguments and environment here, everything else in `jucode_cotal`.
-//! The jcode harness (issue 5) plugs in through `jucode_cotal::seat::HarnessFactory`;
-//! until it lands a seat launch reports that and exits 1.
-
-use std::sync::Arc;
-
-use jucode_cotal::harness::Harness;
-use jucode_cotal::seat::{HarnessContext, HarnessFactory, SeatOptions};
-
-struct JcodeNotBuilt;
-
-#[async_trait_shim::async_trait]
-impl HarnessFactory for JcodeNotBuilt {
-    async fn start(&self, _ctx: HarnessContext) -> jucode_cotal::Result<Arc<dyn Harness>> {
-        Err(jucode_cotal::Error::Harness(
-            "the jcode Harness API client is not in this build yet (issue 5)".into(),
-        ))
-    }
-}
-
-mod async_trait_shim {
-    pub use jucode_cotal::harness::async_trait_reexport as async_trait;
-}
+//! Thin: arguments here; the mesh side is `jucode_cotal`, the jcode side
+//! (the private instance over the Harness API) is `jucode_jcode`.
 
 fn usage() -> ! {
-    eprintln!("usage: jucode-cotal-jcode [--no-events] | jucode-cotal-jcode mcp-bridge");
+    eprintln!(
+        "usage: jucode-cotal-jcode [--no-events] | jucode-cotal-jcode mcp-bridge | jucode-cotal-jcode models"
+    );
     std::process::exit(2)
 }
 
@@ -40,18 +22,24 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
     match args.first().map(String::as_str) {
         Some("mcp-bridge") => {
             if args.len() != 1 {
                 usage();
             }
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
             let bridge = jucode_cotal::bridge::Bridge::from_env(std::env::vars())?;
             rt.block_on(bridge.serve_stdio())?;
             Ok(())
+        }
+        Some("models") => {
+            if args.len() != 1 {
+                usage();
+            }
+            std::process::exit(jucode_jcode::run_models())
         }
         Some("-h") | Some("--help") => usage(),
         _ => {
@@ -62,16 +50,7 @@ fn main() -> anyhow::Result<()> {
                     _ => usage(),
                 }
             }
-            let res = rt.block_on(jucode_cotal::run_process(
-                no_events,
-                &JcodeNotBuilt,
-                SeatOptions::default(),
-            ));
-            if let Err(e) = res {
-                eprintln!("[cotal-jcode] fatal: {e}");
-                std::process::exit(1);
-            }
-            Ok(())
+            std::process::exit(jucode_jcode::run_seat(no_events))
         }
     }
 }

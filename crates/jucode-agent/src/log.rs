@@ -173,6 +173,75 @@ impl SessionLog {
     }
 }
 
+/// The conversations saved under `sessions_dir` that ran in `cwd` (the daemon's, or those of
+/// `jucode-daemon serve`), newest first. Read-only: a file being written may end in a torn
+/// line, which is skipped here rather than repaired under its writer.
+pub fn saved_in(sessions_dir: &Path, cwd: &Path) -> Vec<jucode_engine::SavedConversation> {
+    use std::io::BufRead;
+    let Ok(entries) = std::fs::read_dir(sessions_dir) else {
+        return Vec::new();
+    };
+    let wanted = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Some(session) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".jsonl"))
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let Ok(file) = std::fs::File::open(&path) else {
+            continue;
+        };
+        let mut loaded = Loaded::default();
+        let mut ran_here = false;
+        for line in std::io::BufReader::new(file).lines() {
+            let Ok(line) = line else { break };
+            let Ok(record) = serde_json::from_str::<Record>(&line) else {
+                continue;
+            };
+            if let Record::Start { cwd: ran_in, .. } = &record {
+                // As recorded, or as it resolves today.
+                ran_here |= Path::new(ran_in) == wanted || Path::new(ran_in) == cwd;
+            }
+            loaded.apply(record);
+        }
+        if !ran_here {
+            continue;
+        }
+        let updated_at = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+            .unwrap_or(0);
+        let title = loaded
+            .title
+            .clone()
+            .or_else(|| {
+                loaded.first_request.as_deref().and_then(|r| {
+                    r.lines()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .map(|l| l.chars().take(40).collect())
+                })
+            })
+            .unwrap_or_default();
+        out.push(jucode_engine::SavedConversation {
+            session,
+            title,
+            updated_at,
+            entries: loaded.transcript.len(),
+        });
+    }
+    out.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -265,73 +334,4 @@ mod tests {
             assert!(SessionLog::open(home.path(), bad).is_err(), "{bad}");
         }
     }
-}
-
-/// The conversations saved under `sessions_dir` that ran in `cwd` (the daemon's, or those of
-/// `jucode-daemon serve`), newest first. Read-only: a file being written may end in a torn
-/// line, which is skipped here rather than repaired under its writer.
-pub fn saved_in(sessions_dir: &Path, cwd: &Path) -> Vec<jucode_engine::SavedConversation> {
-    use std::io::BufRead;
-    let Ok(entries) = std::fs::read_dir(sessions_dir) else {
-        return Vec::new();
-    };
-    let wanted = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-    let mut out = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(session) = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_suffix(".jsonl"))
-            .map(str::to_string)
-        else {
-            continue;
-        };
-        let Ok(file) = std::fs::File::open(&path) else {
-            continue;
-        };
-        let mut loaded = Loaded::default();
-        let mut ran_here = false;
-        for line in std::io::BufReader::new(file).lines() {
-            let Ok(line) = line else { break };
-            let Ok(record) = serde_json::from_str::<Record>(&line) else {
-                continue;
-            };
-            if let Record::Start { cwd: ran_in, .. } = &record {
-                // As recorded, or as it resolves today.
-                ran_here |= Path::new(ran_in) == wanted || Path::new(ran_in) == cwd;
-            }
-            loaded.apply(record);
-        }
-        if !ran_here {
-            continue;
-        }
-        let updated_at = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
-        let title = loaded
-            .title
-            .clone()
-            .or_else(|| {
-                loaded.first_request.as_deref().and_then(|r| {
-                    r.lines()
-                        .map(str::trim)
-                        .find(|l| !l.is_empty())
-                        .map(|l| l.chars().take(40).collect())
-                })
-            })
-            .unwrap_or_default();
-        out.push(jucode_engine::SavedConversation {
-            session,
-            title,
-            updated_at,
-            entries: loaded.transcript.len(),
-        });
-    }
-    out.sort_by_key(|c| std::cmp::Reverse(c.updated_at));
-    out
 }

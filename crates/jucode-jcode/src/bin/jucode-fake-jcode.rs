@@ -1,0 +1,487 @@
+//! `jucode-fake-jcode`: a test double of the `jcode` binary for the fast
+//! suite. It speaks the Harness API v1 frames recorded from jcode 0.67.1 over
+//! the API socket, keeps jcode-shaped session snapshots under `JCODE_HOME`,
+//! and runs a detached "daemon" process recorded in `servers.json`, so launch,
+//! attach, refusals, a bridge closing mid-turn, a pre-MCP tool snapshot and a
+//! daemon ignoring SIGTERM can be injected. Never used by a production seat.
+//!
+//! Knobs (environment): `FAKE_JCODE_LOG` (request log), `FAKE_JCODE_REFUSE_MODEL`,
+//! `FAKE_JCODE_EFFORT` (`unsupported`|`refuse`), `FAKE_JCODE_ROUTES` (JSON),
+//! `FAKE_JCODE_PRE_MCP_TURNS`, `FAKE_JCODE_CLOSE_ON` (+ `FAKE_JCODE_CLOSE_MARKER`),
+//! `FAKE_JCODE_FAIL_ON`, `FAKE_JCODE_IGNORE_TERM`, `FAKE_JCODE_ATTACH_OTHER`,
+//! `FAKE_JCODE_ATTACH_OTHER_IF=<file>`, `FAKE_JCODE_EXIT_AT_START`, `FAKE_JCODE_TURN_DELAY_MS`, `FAKE_JCODE_INJECT=never` (soft interrupts miss the turn).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+static ORIENTATION_TURNS: AtomicU64 = AtomicU64::new(0);
+/// Soft interrupts queued in this bridge (jcode keeps them per session).
+static QUEUE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn env(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn home() -> PathBuf {
+    PathBuf::from(env("JCODE_HOME").expect("JCODE_HOME"))
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut i = 0;
+    let mut api_socket = None;
+    let mut resume = None;
+    let mut sub = None;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--no-update" | "--quiet" => {}
+            "--provider-profile" | "--provider" | "--model" | "--socket" => i += 1,
+            "--resume" => {
+                resume = args.get(i + 1).cloned();
+                i += 1;
+            }
+            "--api-socket" => {
+                api_socket = args.get(i + 1).cloned();
+                i += 1;
+            }
+            s if sub.is_none() => sub = Some(s.to_string()),
+            _ => {}
+        }
+        i += 1;
+    }
+    match sub.as_deref() {
+        Some("version") => println!(
+            "{}",
+            json!({"version":"v0.0.0-fake","semver":"0.0.0","release_build":false})
+        ),
+        Some("api-bridge") | Some("api") => bridge(PathBuf::from(
+            api_socket
+                .or_else(|| env("JCODE_API_SOCKET"))
+                .expect("api socket"),
+        )),
+        None if resume.is_some() => loop {
+            // The "TUI": stays until signalled.
+            std::thread::sleep(Duration::from_secs(3600));
+        },
+        other => {
+            eprintln!("fake jcode: unsupported invocation {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn bridge(socket: PathBuf) {
+    let home = home();
+    let runtime = PathBuf::from(env("JCODE_RUNTIME_DIR").expect("JCODE_RUNTIME_DIR"));
+    let daemon_socket = env("JCODE_SOCKET")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| runtime.join("jcode.sock"));
+    // The "daemon": its own process group, the inherited environment, and
+    // (on request) SIGTERM ignored across the exec.
+    let script = if env("FAKE_JCODE_IGNORE_TERM").is_some() {
+        "trap '' TERM; exec sleep 3600"
+    } else {
+        "exec sleep 3600"
+    };
+    let mut daemon = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("daemon");
+    let servers = json!({"meadow": {
+        "id": "server_meadow_1_0000000000000000", "name": "meadow",
+        "socket": daemon_socket.display().to_string(), "pid": daemon.id(),
+        "version": "v0.0.0-fake", "sessions": []}});
+    std::fs::write(home.join("servers.json"), servers.to_string()).unwrap();
+    if env("FAKE_JCODE_EXIT_AT_START").is_some() {
+        eprintln!("fake jcode: exiting at start as asked (the daemon stays)");
+        std::process::exit(1);
+    }
+    // Reap the daemon when it is stopped, as long as the bridge lives.
+    std::thread::spawn(move || daemon.wait());
+    std::fs::write(&daemon_socket, b"").unwrap();
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).expect("bind api socket");
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).unwrap();
+    eprintln!(
+        "harness API bridge: listening on {} -> {}",
+        socket.display(),
+        daemon_socket.display()
+    );
+    for conn in listener.incoming().flatten() {
+        std::thread::spawn(move || serve(conn));
+    }
+}
+
+fn log_frame(line: &str) {
+    if let Some(p) = env("FAKE_JCODE_LOG")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(p)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+#[derive(Clone)]
+struct Conn {
+    out: Arc<Mutex<UnixStream>>,
+    attached: Option<String>,
+}
+
+impl Conn {
+    fn send(&mut self, v: Value) {
+        let mut s = v.to_string();
+        s.push('\n');
+        let _ = self.out.lock().unwrap().write_all(s.as_bytes());
+    }
+    fn reply(&mut self, id: u64, ev: &str, extra: Value) {
+        let mut v = json!({"v": 1, "reply_to": id, "ev": ev});
+        if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        self.send(v);
+    }
+    fn error(&mut self, id: Option<u64>, code: &str, message: &str) {
+        let mut v = json!({"v": 1, "ev": "error", "code": code, "message": message});
+        if let Some(id) = id {
+            v["reply_to"] = json!(id);
+        }
+        self.send(v);
+    }
+    fn event(&mut self, ev: &str, extra: Value) {
+        let sid = self.attached.clone().unwrap_or_default();
+        let mut v = json!({"v": 1, "ev": ev, "session_id": sid});
+        if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        self.send(v);
+    }
+}
+
+fn sessions_dir() -> PathBuf {
+    home().join("sessions")
+}
+
+fn snapshot_path(id: &str) -> PathBuf {
+    sessions_dir().join(format!("{id}.json"))
+}
+
+fn new_session(working_dir: &str) -> String {
+    let id = format!("session_fake_{}_{:016x}", now_ms(), rand_u64());
+    std::fs::create_dir_all(sessions_dir()).unwrap();
+    let ts = "2026-11-29T21:24:53.287084084Z";
+    let snap = json!({"id": id, "parent_id": null, "title": null, "created_at": ts, "updated_at": ts,
+        "messages": [{"id": format!("message_{}_1", now_ms()), "role": "user",
+            "content": [{"type": "text", "text": format!("<system-reminder>\n# Session Context\nWorking directory: {working_dir}\n</system-reminder>")}],
+            "display_role": "system", "timestamp": ts}],
+        "provider_key": "fake", "model": "fake-model", "is_canary": false, "working_dir": working_dir,
+        "short_name": "fake", "status": "Active", "is_debug": false, "saved": false});
+    std::fs::write(snapshot_path(&id), snap.to_string()).unwrap();
+    id
+}
+
+fn rand_u64() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = f.read_exact(&mut b);
+    }
+    u64::from_le_bytes(b)
+}
+
+fn append_messages(id: &str, msgs: Vec<Value>) {
+    let p = snapshot_path(id);
+    let mut snap: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    snap["messages"].as_array_mut().unwrap().extend(msgs);
+    // As jcode: write a temp file and rename it over the snapshot.
+    let tmp = p.with_extension(format!("tmp.{}", std::process::id()));
+    std::fs::write(&tmp, snap.to_string()).unwrap();
+    std::fs::rename(&tmp, &p).unwrap();
+}
+
+fn has_cotal_mcp() -> bool {
+    let Ok(raw) = std::fs::read(home().join("mcp.json")) else {
+        return false;
+    };
+    let Ok(v) = serde_json::from_slice::<Value>(&raw) else {
+        return false;
+    };
+    v["mcpServers"]["cotal"]["command"]
+        .as_str()
+        .is_some_and(|c| !c.is_empty())
+}
+
+fn list_sessions() -> Vec<Value> {
+    let archived: Value = std::fs::read(home().join("sdk-archive.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(json!({}));
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(sessions_dir()) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(id) = name.strip_suffix(".json") else {
+                continue;
+            };
+            if id.contains('.') {
+                continue;
+            }
+            let Ok(raw) = std::fs::read(e.path()) else {
+                continue;
+            };
+            let Ok(snap) = serde_json::from_slice::<Value>(&raw) else {
+                continue;
+            };
+            let mut s = json!({"session_id": id, "working_dir": snap["working_dir"],
+                "status": "idle", "transcript_bytes": raw.len()});
+            if archived["sessions"].get(id).is_some() {
+                s["archived"] = json!(true);
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn serve(stream: UnixStream) {
+    let mut conn = Conn {
+        out: Arc::new(Mutex::new(stream.try_clone().unwrap())),
+        attached: None,
+    };
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut lines = BufReader::new(stream).lines();
+    let mut first = true;
+    while let Some(Ok(line)) = lines.next() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        log_frame(&line);
+        let Ok(f) = serde_json::from_str::<Value>(&line) else {
+            conn.error(
+                None,
+                "invalid_request",
+                "first frame must be a JSON `hello`",
+            );
+            return;
+        };
+        let id = f["id"].as_u64().unwrap_or(0);
+        let req = f["req"].as_str().unwrap_or_default().to_string();
+        if first {
+            first = false;
+            if req != "hello" {
+                conn.error(
+                    None,
+                    "invalid_request",
+                    "first frame must be a JSON `hello`",
+                );
+                return;
+            }
+            let (lo, hi) = (f["min_version"].as_u64(), f["max_version"].as_u64());
+            if !(lo.unwrap_or(9) <= 1 && 1 <= hi.unwrap_or(0)) {
+                conn.error(Some(id), "unsupported_version", "bridge speaks API v1");
+                return;
+            }
+            conn.reply(id, "hello_ok", json!({"version": 1, "server": "jcode-fake-bridge/0.0.0",
+                "capabilities": ["sessions", "streaming", "persisted_session_discovery", "runtime_info"]}));
+            continue;
+        }
+        let sid = f["session_id"].as_str().unwrap_or_default().to_string();
+        let needs_attach = !matches!(
+            req.as_str(),
+            "list_sessions" | "create_session" | "attach_session" | "ping" | "detach_session"
+        );
+        if needs_attach && conn.attached.as_deref() != Some(sid.as_str()) {
+            conn.error(
+                Some(id),
+                "unknown_session",
+                &format!("not attached to session `{sid}`; call attach_session first"),
+            );
+            continue;
+        }
+        match req.as_str() {
+            "ping" => conn.reply(id, "pong", json!({})),
+            "list_sessions" => conn.reply(id, "sessions", json!({"sessions": list_sessions()})),
+            "create_session" => {
+                let wd = f["working_dir"].as_str().unwrap_or("/").to_string();
+                let new = new_session(&wd);
+                conn.attached = Some(new.clone());
+                conn.reply(id, "attached", json!({"session": {"session_id": new, "status": "idle"}}));
+                conn.event("session_status", json!({"status": "attached"}));
+                conn.event("model_info", json!({"provider": "fake", "model": "fake-model"}));
+            }
+            "attach_session" => {
+                let other = env("FAKE_JCODE_ATTACH_OTHER").is_some()
+                    || env("FAKE_JCODE_ATTACH_OTHER_IF").is_some_and(|m| Path::new(&m).exists());
+                let target = if snapshot_path(&sid).exists() && !other {
+                    sid.clone()
+                } else {
+                    // As jcode ≤ 0.79.1: an unknown id silently gets a new session.
+                    new_session("/")
+                };
+                conn.attached = Some(target.clone());
+                conn.reply(id, "attached", json!({"session": {"session_id": target, "status": "idle"}}));
+                conn.event("model_info", json!({"provider": "fake", "model": "fake-model"}));
+                conn.event("session_status", json!({"status": "attached"}));
+            }
+            "detach_session" => conn.reply(id, "ok", json!({})),
+            "list_models" => conn.reply(id, "models", json!({"session_id": sid, "models": ["fake-model", "fake-model-2"], "current": "fake-model"})),
+            "get_runtime_info" => {
+                let routes: Value = env("FAKE_JCODE_ROUTES")
+                    .and_then(|r| serde_json::from_str(&r).ok())
+                    .unwrap_or(json!([{"model": "fake-model", "provider": "fake", "api_method": "openai-compatible:fake", "available": true, "detail": "fake"}]));
+                conn.reply(id, "runtime_info", json!({"session_id": sid, "provider": "fake", "model": "fake-model", "routes": routes}));
+            }
+            "set_model" => {
+                let m = f["model"].as_str().unwrap_or_default();
+                if env("FAKE_JCODE_REFUSE_MODEL").as_deref() == Some(m) {
+                    conn.error(Some(id), "invalid_request", "Model switching is not available for this provider.");
+                } else {
+                    conn.reply(id, "ok", json!({}));
+                    conn.event("model_info", json!({"provider": "fake", "model": m}));
+                }
+            }
+            "set_reasoning_effort" => match env("FAKE_JCODE_EFFORT").as_deref() {
+                Some("unsupported") => conn.error(Some(id), "invalid_request", "Reasoning effort is not supported by the current model/profile. It works for OpenRouter, DeepSeek-family and GPT-family reasoning models, and profiles with supports_reasoning_effort = true."),
+                Some("refuse") => conn.error(Some(id), "invalid_request", "provider rejected reasoning effort"),
+                _ => conn.reply(id, "ok", json!({})),
+            },
+            "soft_interrupt" => {
+                QUEUE.lock().unwrap().push(f["content"].as_str().unwrap_or_default().to_string());
+                conn.reply(id, "ok", json!({}));
+            }
+            "cancel_soft_interrupts" => {
+                QUEUE.lock().unwrap().clear();
+                conn.reply(id, "ok", json!({}));
+            }
+            "get_history" => {
+                let snap: Value = serde_json::from_slice(&std::fs::read(snapshot_path(&sid)).unwrap()).unwrap();
+                let rows: Vec<Value> = snap["messages"].as_array().unwrap().iter()
+                    .filter(|m| m["display_role"].is_null())
+                    .map(|m| {
+                        let text: String = m["content"].as_array().unwrap().iter()
+                            .map(|b| b["text"].as_str().or(b["content"].as_str()).unwrap_or_default().to_string())
+                            .collect();
+                        json!({"role": m["role"], "content": text})
+                    })
+                    .collect();
+                conn.reply(id, "history", json!({"session_id": sid, "messages": rows}));
+            }
+            "send_message" => {
+                let content = f["content"].as_str().unwrap_or_default().to_string();
+                let user = json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "user", "content": [{"type": "text", "text": content}]});
+                if f["no_reply"].as_bool() == Some(true) {
+                    append_messages(&sid, vec![user]);
+                    conn.reply(id, "ok", json!({}));
+                    continue;
+                }
+                if busy.swap(true, Ordering::SeqCst) {
+                    conn.error(None, "internal", "Already processing a message");
+                    continue;
+                }
+                // The turn runs beside the request loop, so soft interrupts
+                // arrive while it is busy, as with the real daemon.
+                let (mut c, b) = (conn.clone(), busy.clone());
+                std::thread::spawn(move || turn(&mut c, &sid, &content, user, &b));
+            }
+            other => conn.error(Some(id), "unknown_request", &format!("unknown request: {other}")),
+        }
+    }
+}
+
+/// One turn; `busy` clears before the last frame, as the daemon is idle
+/// again by the time a client reads `turn_done`.
+fn turn(conn: &mut Conn, sid: &str, content: &str, user: Value, busy: &AtomicBool) {
+    conn.event("message_accepted", json!({}));
+    if let Some(ms) = env("FAKE_JCODE_TURN_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    if let Some(pat) = env("FAKE_JCODE_CLOSE_ON")
+        && content.contains(&pat)
+    {
+        let marker = env("FAKE_JCODE_CLOSE_MARKER").map(PathBuf::from);
+        let already = marker.as_deref().is_some_and(Path::exists);
+        if !already {
+            if let Some(m) = marker {
+                std::fs::write(m, b"closed").unwrap();
+            }
+            // The bridge dies mid-turn: the connection closes without turn_done.
+            std::process::exit(3);
+        }
+    }
+    if let Some(pat) = env("FAKE_JCODE_FAIL_ON")
+        && content.contains(&pat)
+    {
+        conn.error(
+            None,
+            "internal",
+            "provider error: rate limit exceeded (429)",
+        );
+        return;
+    }
+    let mut msgs = vec![user];
+    let orientation = content.contains("cotal_orientation");
+    let pre_mcp: u64 = env("FAKE_JCODE_PRE_MCP_TURNS")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let tool = if orientation {
+        let n = ORIENTATION_TURNS.fetch_add(1, Ordering::SeqCst);
+        (n >= pre_mcp && has_cotal_mcp()).then_some((
+            "call_fake_orientation",
+            "mcp__cotal__cotal_orientation",
+            "You are seated.",
+        ))
+    } else if content.contains("USE_TOOL") {
+        Some(("call_fake_1", "bash", "fake-tool-output\n"))
+    } else {
+        None
+    };
+    if let Some((call, name, output)) = tool {
+        conn.event("tool_start", json!({"call_id": call, "name": name}));
+        conn.event("tool_input_delta", json!({"call_id": "", "delta": "{}"}));
+        conn.event("tool_exec", json!({"call_id": call, "name": name}));
+        conn.event("token_usage", json!({"input": 123, "output": 7}));
+        conn.event(
+            "tool_done",
+            json!({"call_id": call, "name": name, "output": output}),
+        );
+        msgs.push(json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "assistant", "content": [{"type": "tool_use", "id": call, "name": name, "input": {}}]}));
+        msgs.push(json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "user", "content": [{"type": "tool_result", "tool_use_id": call, "content": output}]}));
+    }
+    for w in ["Hello ", "from ", "the ", "fake ", "model."] {
+        conn.event("text_delta", json!({"text": w}));
+    }
+    msgs.push(json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "assistant", "content": [{"type": "text", "text": "Hello from the fake model."}], "token_usage": {"input_tokens": 123, "output_tokens": 7}}));
+    conn.event("token_usage", json!({"input": 123, "output": 7}));
+    // Point B: queued interrupts become user messages before the turn ends,
+    // unless the test says they arrived too late (`FAKE_JCODE_INJECT=never`).
+    if env("FAKE_JCODE_INJECT").as_deref() != Some("never") {
+        for text in std::mem::take(&mut *QUEUE.lock().unwrap()) {
+            msgs.push(json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "user", "content": [{"type": "text", "text": text}]}));
+            msgs.push(json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "assistant", "content": [{"type": "text", "text": "Noted."}]}));
+        }
+    }
+    append_messages(sid, msgs);
+    busy.store(false, Ordering::SeqCst);
+    conn.event("turn_done", json!({}));
+}

@@ -1,0 +1,154 @@
+//! The crate's error type. Every startup failure maps to one public code
+//! ([`Error::code`]); details stay in the owner-only connector log.
+
+use std::path::PathBuf;
+
+/// What went wrong between the connector and its private jcode.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The workspace holds a project MCP file jcode would merge in.
+    #[error("the workspace holds {0}, which jcode would merge into the seat's MCP configuration")]
+    ProjectMcpConfig(PathBuf),
+    /// The private home, its credential mirror or its socket alias could not be prepared.
+    #[error("private state: {0}")]
+    PrivateState(String),
+    /// `sessions/` exists but does not take a write.
+    #[error("{path} does not take a write ({errno}); fix its permissions and start again")]
+    SessionsUnwritable { path: PathBuf, errno: String },
+    /// Listing the home's sessions killed the harness.
+    #[error("listing stored sessions failed: {0}")]
+    SessionsEnumeration(String),
+    /// The jcode binary was not found.
+    #[error("jcode binary not found: {0}")]
+    NotFound(String),
+    /// The bridge exited or never bound its socket.
+    #[error("jcode api-bridge failed to start: {0}")]
+    StartupFailed(String),
+    /// The bridge did not accept a connection in time.
+    #[error("jcode api-bridge did not come up in time")]
+    StartupTimeout,
+    /// Connecting to the Harness API socket failed.
+    #[error("cannot connect to the Harness API: {0}")]
+    Connect(String),
+    /// The bridge speaks another API version.
+    #[error("unsupported Harness API version: {0}")]
+    UnsupportedVersion(String),
+    /// The handshake failed otherwise.
+    #[error("Harness API handshake failed: {0}")]
+    Handshake(String),
+    /// The bridge answered a request with an error frame.
+    #[error("Harness API refused {req}: {code}: {message}")]
+    Api {
+        req: String,
+        code: String,
+        message: String,
+    },
+    /// The Harness API connection closed.
+    #[error("Harness API connection closed")]
+    Closed,
+    /// A reply or event did not follow the wire contract.
+    #[error("Harness API protocol: {0}")]
+    Protocol(String),
+    /// An attach returned another session than the one asked for.
+    #[error("attach asked for {asked} but jcode attached {got}")]
+    AttachMismatch { asked: String, got: String },
+    /// A `provider/model` value where a bare id is needed.
+    #[error("model ids are bare; {0:?} names a provider")]
+    ModelPrefixRejected(String),
+    /// jcode refused the bare model id.
+    #[error("jcode refused model {0:?}")]
+    ModelRefused(String),
+    /// The variant cannot be tied to one active provider route.
+    #[error("model {0:?} has no single active provider route for a variant")]
+    ModelMismatch(String),
+    /// The route has no reasoning-effort surface.
+    #[error("reasoning effort is not supported on this route")]
+    EffortUnsupported,
+    /// The provider refused the effort tier.
+    #[error("reasoning effort {0:?} refused")]
+    EffortRefused(String),
+    /// The orientation proof never showed the cotal tools.
+    #[error("readiness: {0}")]
+    Readiness(String),
+    /// The provider rejected the readiness turn (only its code is public).
+    #[error("provider refusal: {0}")]
+    ProviderRefused(String),
+    /// The orientation proof did not arrive within its bound.
+    #[error("readiness timeout (orientation call observed: {observed})")]
+    ReadinessTimeout { observed: bool },
+    /// `--resume` cannot fork the source session.
+    #[error("resume: {0}")]
+    Resume(String),
+    /// A launch setting is outside what the connector supports.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The private tree could not be proven stopped.
+    #[error("teardown: {0}")]
+    Teardown(String),
+    /// A file operation failed.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The allow-listed public code of a startup failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::ProjectMcpConfig(_) => "project_mcp_config",
+            Error::PrivateState(_) | Error::Io { .. } => "private_state",
+            Error::SessionsUnwritable { .. } => "sessions_unwritable",
+            Error::SessionsEnumeration(_) => "sessions_enumeration_failed",
+            Error::NotFound(_) => "jcode_not_found",
+            Error::StartupFailed(_) => "startup_failed",
+            Error::StartupTimeout => "startup_timeout",
+            Error::Connect(_) | Error::Closed => "connect_failed",
+            Error::UnsupportedVersion(_) => "unsupported_version",
+            Error::Handshake(_) | Error::Protocol(_) => "handshake_failed",
+            Error::AttachMismatch { .. } => "attach_mismatch",
+            Error::ModelPrefixRejected(_) => "model_prefix_rejected",
+            Error::ModelRefused(_) => "model_refused",
+            Error::ModelMismatch(_) => "model_mismatch",
+            Error::EffortUnsupported => "effort_unsupported",
+            Error::EffortRefused(_) => "effort_refused",
+            Error::Readiness(_) => "readiness_failed",
+            Error::ReadinessTimeout { .. } => "readiness_timeout",
+            Error::ProviderRefused(_) => "provider_refused",
+            Error::Resume(_) => "resume_refused",
+            Error::Config(_) => "invalid_config",
+            Error::Teardown(_) => "teardown_failed",
+            Error::Api { .. } => "unknown",
+        }
+    }
+
+    /// A refusal another launch cannot change (ends the seat at once, no relaunch).
+    pub fn is_permanent(&self) -> bool {
+        match self {
+            Error::Api { code, .. } => matches!(
+                code.as_str(),
+                "invalid_request" | "unknown_session" | "unsupported_version" | "unknown_request"
+            ),
+            Error::Connect(m) => m.contains("ermission denied"),
+            Error::UnsupportedVersion(_)
+            | Error::NotFound(_)
+            | Error::AttachMismatch { .. }
+            | Error::ProjectMcpConfig(_)
+            | Error::SessionsUnwritable { .. }
+            | Error::Teardown(_) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

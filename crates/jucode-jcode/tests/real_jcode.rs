@@ -1,0 +1,257 @@
+//! The jcode side against the real jcode binary (0.67.1 from the pinned npm
+//! platform package) with a fake OpenAI-compatible provider on loopback and a
+//! stand-in `cotal` stdio MCP server: launch, orientation proof, a turn with a
+//! tool call, relaunch continuing the session, a fork, teardown proven.
+//!
+//! Needs `scripts/install-jcode.sh`; ignored in the fast suite. Run:
+//! `cargo nextest run -p jucode-jcode --run-ignored only`
+//! (or `cargo test -p jucode-jcode -- --ignored`). Fails, naming the script,
+//! when jcode is missing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use jucode_cotal::harness::Harness;
+use jucode_cotal::relay::McpLaunch;
+use jucode_cotal::seat::{HarnessContext, HarnessFactory};
+use jucode_jcode::harness::JcodeFactory;
+use jucode_jcode::home::PrivateHome;
+use jucode_jcode::instance::{LaunchRecord, alive, recorded_daemons};
+use support::fake_openai::FakeOpenAi;
+
+const GUARD: Duration = Duration::from_secs(240);
+
+pub fn jcode_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("JCODE_BIN") {
+        return PathBuf::from(p);
+    }
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/peers/npm-jcode/node_modules/@1jehuang/jcode-linux-x64/bin/jcode");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/install-jcode.sh first",
+        p.display()
+    );
+    p
+}
+
+struct Setup {
+    ws: tempfile::TempDir,
+    op: tempfile::TempDir,
+    provider: FakeOpenAi,
+    mcp_log: PathBuf,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let provider = FakeOpenAi::start().await;
+        let ws = tempfile::tempdir().unwrap();
+        let op = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(op.path().join(".jcode")).unwrap();
+        std::fs::write(op.path().join(".jcode/config.toml"), provider.config_toml()).unwrap();
+        std::fs::create_dir_all(ws.path().join("work")).unwrap();
+        let mcp_log = ws.path().join("mcp.log");
+        Setup {
+            ws,
+            op,
+            provider,
+            mcp_log,
+        }
+    }
+    fn workdir(&self) -> PathBuf {
+        self.ws.path().join("work")
+    }
+    fn factory(&self) -> JcodeFactory {
+        JcodeFactory {
+            working_dir: Some(self.workdir()),
+            ..JcodeFactory::default()
+        }
+    }
+    fn ctx(&self, name: &str, jcode: &[(&str, &str)]) -> HarnessContext {
+        let mut j = BTreeMap::new();
+        j.insert(
+            "COTAL_JCODE_BIN".to_string(),
+            jcode_bin().display().to_string(),
+        );
+        j.insert(
+            "COTAL_JCODE_HOME".to_string(),
+            self.ws.path().display().to_string(),
+        );
+        j.insert("COTAL_JCODE_TUI".to_string(), "0".to_string());
+        for (k, v) in jcode {
+            j.insert(k.to_string(), v.to_string());
+        }
+        HarnessContext {
+            space: "dev".into(),
+            name: name.into(),
+            role: None,
+            model: None,
+            variant: None,
+            workspace_root: Some(self.ws.path().to_path_buf()),
+            jcode: j,
+            agent_env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("HOME".into(), self.op.path().display().to_string()),
+            ],
+            mcp: McpLaunch {
+                command: PathBuf::from(env!("CARGO_BIN_EXE_jucode-fake-cotal-mcp")),
+                args: vec![],
+                socket: self.ws.path().join("unused.sock"),
+                token: "unused".into(),
+                config: format!("{{\"log\":\"{}\"}}", self.mcp_log.display()),
+            },
+        }
+    }
+    fn home(&self, name: &str) -> PrivateHome {
+        PrivateHome::prepare(self.ws.path(), "dev", name).unwrap()
+    }
+}
+
+async fn start(f: &JcodeFactory, ctx: HarnessContext) -> Arc<dyn Harness> {
+    let home =
+        PrivateHome::prepare(ctx.workspace_root.as_ref().unwrap(), &ctx.space, &ctx.name).unwrap();
+    match tokio::time::timeout(GUARD, f.start(ctx))
+        .await
+        .expect("deadlock guard")
+    {
+        Ok(h) => h,
+        Err(e) => {
+            let mut logs = String::new();
+            for e in std::fs::read_dir(home.root.join("logs")).unwrap().flatten() {
+                if e.file_name().to_string_lossy().starts_with("connector-") {
+                    logs.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+                }
+            }
+            panic!("start failed: {e}; fatal {:?}\n{logs}", f.fatal_line())
+        }
+    }
+}
+
+fn tree(home: &PrivateHome) -> Vec<u32> {
+    let mut pids = recorded_daemons(home);
+    if let Some(rec) = LaunchRecord::read(home).unwrap() {
+        pids.extend(rec.bridge_pid);
+    }
+    pids
+}
+
+fn read_logs(dir: &Path) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        out.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real jcode: scripts/install-jcode.sh"]
+async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
+    let s = Setup::new().await;
+    let f = s.factory();
+    let h = start(&f, s.ctx("alice", &[])).await;
+    let home = s.home("alice");
+    let logs = read_logs(&home.root.join("logs"));
+    assert!(logs.contains("readiness: orientation proved"), "{logs}");
+    // The provider saw the MCP tool and the orientation call came back as a tool result.
+    let reqs = s.provider.requests();
+    assert!(
+        reqs.iter()
+            .any(|r| r.tools.iter().any(|t| t == "mcp__cotal__cotal_orientation")),
+        "{reqs:?}"
+    );
+    let pids = tree(&home);
+    assert!(pids.len() >= 2, "bridge and daemon recorded: {pids:?}");
+
+    let _ = h.signals();
+    h.send_turn("USE_TOOL now").await.unwrap();
+    let reqs = s.provider.requests();
+    assert!(
+        reqs.iter()
+            .any(|r| r.last_role.as_deref() == Some("tool")
+                && r.last_text.contains("fake orientation")),
+        "{reqs:?}"
+    );
+    assert!(s.provider.requests().iter().any(
+        |r| r.last_role.as_deref() == Some("tool") && r.last_text.contains("fake-tool-output")
+    ));
+    let sid = h.journal().unwrap().session_id;
+    h.shutdown().await;
+    assert!(f.fatal_line().is_none(), "{:?}", f.fatal_line());
+    for p in &pids {
+        assert!(!alive(*p), "pid {p} survived the stop");
+    }
+    // The transcript holds the tool turn; a relaunch continues that session.
+    let snap = std::fs::read_to_string(home.sessions_dir().join(format!("{sid}.json"))).unwrap()
+        + &std::fs::read_to_string(home.sessions_dir().join(format!("{sid}.journal.jsonl")))
+            .unwrap_or_default();
+    assert!(snap.contains("fake-tool-output"));
+    let f = s.factory();
+    let h = start(&f, s.ctx("alice", &[])).await;
+    assert_eq!(h.journal().unwrap().session_id, sid);
+    let pids = tree(&home);
+    h.shutdown().await;
+    for p in &pids {
+        assert!(!alive(*p), "pid {p} survived the stop");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real jcode: scripts/install-jcode.sh"]
+async fn real_jcode_fork_from_the_operator_home() {
+    let s = Setup::new().await;
+    // The operator's session: made by a first seat, then copied into the operator's home.
+    let f = s.factory();
+    let h = start(&f, s.ctx("source", &[])).await;
+    let _ = h.signals();
+    h.send_turn("remember the word pineapple").await.unwrap();
+    let src = h.journal().unwrap();
+    h.shutdown().await;
+    let op_sessions = s.op.path().join(".jcode/sessions");
+    std::fs::create_dir_all(&op_sessions).unwrap();
+    for ext in ["json", "journal.jsonl"] {
+        let from = src.sessions_dir.join(format!("{}.{ext}", src.session_id));
+        if from.exists() {
+            std::fs::copy(&from, op_sessions.join(format!("{}.{ext}", src.session_id))).unwrap();
+        }
+    }
+    let before = std::fs::read(op_sessions.join(format!("{}.json", src.session_id))).unwrap();
+
+    let f = s.factory();
+    let h = start(
+        &f,
+        s.ctx("forked", &[("COTAL_JCODE_RESUME", &src.session_id)]),
+    )
+    .await;
+    let fork = h.journal().unwrap();
+    assert_ne!(fork.session_id, src.session_id);
+    let _ = h.signals();
+    h.send_turn("what was the word?").await.unwrap();
+    // The provider saw the carried history in the fork's turn.
+    assert!(
+        s.provider
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("chat"))
+    );
+    h.shutdown().await;
+    // Snapshot plus journal: what jcode loads.
+    let snap = std::fs::read_to_string(fork.snapshot_path()).unwrap()
+        + &std::fs::read_to_string(fork.journal_path()).unwrap_or_default();
+    assert!(
+        snap.contains("pineapple") && snap.contains("what was the word?"),
+        "{snap}"
+    );
+    assert!(snap.contains(&src.session_id));
+    assert_eq!(
+        std::fs::read(op_sessions.join(format!("{}.json", src.session_id))).unwrap(),
+        before
+    );
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.home("forked").resume_record()).unwrap()).unwrap();
+    assert_eq!(rec["source_session_id"], src.session_id.as_str());
+}

@@ -1,0 +1,3 @@
+//! Test doubles shared by the real-peer suites.
+#![allow(dead_code)]
+pub mod fake_openai;
