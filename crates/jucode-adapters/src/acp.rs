@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, StartSpec};
 use jucode_protocol::serve::Event;
@@ -20,7 +19,6 @@ use crate::child::{ChildProc, Input, Spawn, inside};
 use crate::turns::{Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
-const EXIT_WAIT: Duration = Duration::from_secs(8);
 /// The largest file `fs/read_text_file` returns.
 const READ_MAX: u64 = 16 * 1024 * 1024;
 
@@ -139,41 +137,7 @@ impl Acp {
         });
         // A failed write means the process is gone: its exit arrives as input below.
         self.request(Request::Initialize, "initialize", init).await;
-        loop {
-            tokio::select! {
-                op = ops.recv() => {
-                    let Some(op) = op else { break };
-                    if !self.on_op(op).await {
-                        break;
-                    }
-                }
-                got = input.recv() => match got {
-                    Some(Input::Frame(_, frame)) => {
-                        if !self.on_frame(frame).await {
-                            break;
-                        }
-                    }
-                    Some(Input::Exited(_, how)) => {
-                        self.child = None;
-                        self.sink.exited(Some(how)).await;
-                        return;
-                    }
-                    None => break,
-                },
-            }
-        }
-        if let Some(child) = self.child.take() {
-            child.stop();
-            let wait = async {
-                while let Some(got) = input.recv().await {
-                    if matches!(got, Input::Exited(..)) {
-                        return;
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(EXIT_WAIT, wait).await;
-        }
-        self.sink.exited(None).await;
+        crate::child::drive(&mut self, &mut ops, &mut input).await;
     }
 
     async fn write(&mut self, frame: Value) -> bool {
@@ -208,7 +172,7 @@ impl Acp {
 
     // ---- ops ----
 
-    async fn on_op(&mut self, op: Object) -> bool {
+    async fn handle_op(&mut self, op: Object) -> bool {
         let name = op
             .get("op")
             .and_then(Value::as_str)
@@ -358,7 +322,7 @@ impl Acp {
 
     // ---- frames ----
 
-    async fn on_frame(&mut self, frame: Value) -> bool {
+    async fn handle_frame(&mut self, frame: Value) -> bool {
         let method = frame
             .get("method")
             .and_then(Value::as_str)
@@ -782,6 +746,24 @@ fn tool_name(call: &Value) -> String {
         other => other,
     }
     .to_string()
+}
+
+impl crate::child::Driven for Acp {
+    async fn on_op(&mut self, op: Object) -> bool {
+        self.handle_op(op).await
+    }
+
+    async fn on_frame(&mut self, frame: Value) -> bool {
+        self.handle_frame(frame).await
+    }
+
+    fn child(&mut self) -> &mut Option<ChildProc> {
+        &mut self.child
+    }
+
+    fn sink(&mut self) -> &mut Sink {
+        &mut self.sink
+    }
 }
 
 #[cfg(test)]

@@ -240,6 +240,65 @@ pub(crate) fn inside(path: &Path, roots: &[PathBuf]) -> Option<PathBuf> {
         .then_some(resolved)
 }
 
+/// How long a stopping child gets to exit before the adapter reports the stop anyway.
+pub(crate) const EXIT_WAIT: Duration = Duration::from_secs(8);
+
+/// An adapter that keeps one child process for the whole session (ACP, Codex): [`drive`]
+/// runs its loop.
+pub(crate) trait Driven {
+    /// Handles one op from the hub; `false` ends the session.
+    async fn on_op(&mut self, op: jucode_protocol::Object) -> bool;
+    /// Handles one frame from the child; `false` ends the session.
+    async fn on_frame(&mut self, frame: Value) -> bool;
+    fn child(&mut self) -> &mut Option<ChildProc>;
+    fn sink(&mut self) -> &mut crate::turns::Sink;
+}
+
+/// Feeds the hub's ops and the child's frames to `adapter` until either side ends, then stops
+/// the child (waiting for it, bounded) and reports the exit: with the child's own account when
+/// it died, as a requested stop otherwise.
+pub(crate) async fn drive<A: Driven>(
+    adapter: &mut A,
+    ops: &mut mpsc::UnboundedReceiver<jucode_protocol::Object>,
+    input: &mut mpsc::UnboundedReceiver<Input>,
+) {
+    loop {
+        tokio::select! {
+            op = ops.recv() => {
+                let Some(op) = op else { break };
+                if !adapter.on_op(op).await {
+                    break;
+                }
+            }
+            got = input.recv() => match got {
+                Some(Input::Frame(_, frame)) => {
+                    if !adapter.on_frame(frame).await {
+                        break;
+                    }
+                }
+                Some(Input::Exited(_, how)) => {
+                    *adapter.child() = None;
+                    adapter.sink().exited(Some(how)).await;
+                    return;
+                }
+                None => break,
+            },
+        }
+    }
+    if let Some(child) = adapter.child().take() {
+        child.stop();
+        let wait = async {
+            while let Some(got) = input.recv().await {
+                if matches!(got, Input::Exited(..)) {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(EXIT_WAIT, wait).await;
+    }
+    adapter.sink().exited(None).await;
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

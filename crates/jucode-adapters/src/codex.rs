@@ -15,7 +15,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, StartSpec};
 use jucode_protocol::serve::Event;
@@ -28,7 +27,6 @@ use crate::child::{ChildProc, Input, Spawn, inside};
 use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
-const EXIT_WAIT: Duration = Duration::from_secs(8);
 const JUCODE_ONLY: &[&str] = &["/rewind", "/tree", "/checkpoint", "/branch", "/trust"];
 const MAP_FILE: &str = "codex-threads.json";
 
@@ -229,43 +227,7 @@ impl Codex {
         });
         // A failed write means the process is gone: its exit arrives as input below.
         self.request(Request::Initialize, "initialize", init).await;
-        {
-            loop {
-                tokio::select! {
-                    op = ops.recv() => {
-                        let Some(op) = op else { break };
-                        if !self.on_op(op).await {
-                            break;
-                        }
-                    }
-                    got = input.recv() => match got {
-                        Some(Input::Frame(_, frame)) => {
-                            if !self.on_frame(frame).await {
-                                break;
-                            }
-                        }
-                        Some(Input::Exited(_, how)) => {
-                            self.child = None;
-                            self.sink.exited(Some(how)).await;
-                            return;
-                        }
-                        None => break,
-                    },
-                }
-            }
-        }
-        if let Some(child) = self.child.take() {
-            child.stop();
-            let wait = async {
-                while let Some(got) = input.recv().await {
-                    if matches!(got, Input::Exited(..)) {
-                        return;
-                    }
-                }
-            };
-            let _ = tokio::time::timeout(EXIT_WAIT, wait).await;
-        }
-        self.sink.exited(None).await;
+        crate::child::drive(&mut self, &mut ops, &mut input).await;
     }
 
     async fn write(&mut self, frame: &Value) -> bool {
@@ -329,7 +291,7 @@ impl Codex {
 
     // ---- ops ----
 
-    async fn on_op(&mut self, op: Object) -> bool {
+    async fn handle_op(&mut self, op: Object) -> bool {
         let name = op
             .get("op")
             .and_then(Value::as_str)
@@ -594,7 +556,7 @@ impl Codex {
 
     // ---- frames ----
 
-    async fn on_frame(&mut self, frame: Value) -> bool {
+    async fn handle_frame(&mut self, frame: Value) -> bool {
         let method = frame
             .get("method")
             .and_then(Value::as_str)
@@ -1251,6 +1213,24 @@ fn mcp_entry(server: &Value) -> Value {
         entry["error"] = json!(status);
     }
     entry
+}
+
+impl crate::child::Driven for Codex {
+    async fn on_op(&mut self, op: Object) -> bool {
+        self.handle_op(op).await
+    }
+
+    async fn on_frame(&mut self, frame: Value) -> bool {
+        self.handle_frame(frame).await
+    }
+
+    fn child(&mut self) -> &mut Option<ChildProc> {
+        &mut self.child
+    }
+
+    fn sink(&mut self) -> &mut Sink {
+        &mut self.sink
+    }
 }
 
 #[cfg(test)]
