@@ -734,6 +734,15 @@ async fn a_device_pairs_with_a_code_and_is_dropped_on_revoke() {
         reply["message"],
         "only the desktop can choose what an engine runs"
     );
+    // MCP servers name programs to run: refused with or without a session.
+    for frame in [
+        json!({"op":"mcp_set","server":{"name":"x","transport":"stdio","command":"/bin/sh"}}),
+        json!({"op":"mcp_set","session":"s","server":{"name":"x","transport":"stdio","command":"/bin/sh"}}),
+        json!({"op":"mcp_toggle","session":"s","name":"x","enabled":true}),
+    ] {
+        let reply = phone.request(frame).await.unwrap();
+        assert_eq!(reply["message"], "only the desktop can change MCP servers");
+    }
     assert_eq!(
         phone.request(json!({"op":"ping"})).await.unwrap()["type"],
         "pong"

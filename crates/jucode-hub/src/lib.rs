@@ -203,11 +203,10 @@ impl Hub {
         let Some(auth) = self.lock().clients.auth(client) else {
             return Ok(());
         };
+        // With or without a session: an engine's mcp_set persists to config.json and can name a
+        // program to run, so a paired device may not send it either.
         if let (Auth::Device(_), Some(refusal)) = (&auth, DaemonOp::local_only(&frame.op)) {
-            // mcp_* with a session are session ops for an engine, not the daemon's settings.
-            if frame.is_daemon_op() {
-                return Err(refusal.into());
-            }
+            return Err(refusal.into());
         }
         if !frame.is_daemon_op() {
             return self.session_op(client, frame);
