@@ -95,3 +95,41 @@ async fn a_claude_session_runs_turns_and_shares_approvals_with_every_client() {
     assert_eq!(list["sessions"][0]["engine"], "claude");
     assert_eq!(list["sessions"][0]["title"], "RUN: echo hi");
 }
+
+/// Codex: `session_created` comes once the thread is open; a refused `thread/start` is an error
+/// for the creating client instead.
+#[tokio::test]
+async fn a_codex_session_is_created_once_its_thread_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let cwd = root.join("work");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let daemon = Daemon::start(&root.join(".jucode")).await.unwrap();
+    let mut a = daemon.client().await.unwrap();
+    let options = |script: &str| {
+        json!({
+            "bin": sibling_bin("fake-codex").display().to_string(),
+            "env": {"FAKE_ENGINE_SCRIPT": fixture(script)},
+        })
+    };
+    let create = |script: &str| json!({"op":"session_create","cwd":cwd.display().to_string(),"engine":"codex","options":options(script)});
+    let created = a
+        .request(create("codex-0.171.0-app-server-approve.jsonl"))
+        .await
+        .unwrap();
+    assert_eq!(created["type"], "session_created", "{created}");
+    let session = created["session"].as_str().unwrap().to_string();
+    let startup = a.recv_type("startup", Some(&session)).await.unwrap();
+    assert_eq!(startup["thread_id"], "01a2293b-ffda-7011-939a-d20278535ef1");
+
+    let refused = a
+        .request(create("codex-thread-start-fails.jsonl"))
+        .await
+        .unwrap();
+    assert_eq!(refused["type"], "error", "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("model `nope` is not available"),
+        "{message}"
+    );
+}

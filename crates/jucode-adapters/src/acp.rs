@@ -2,11 +2,11 @@
 //! JSON-RPC 2.0 on its stdio, the daemon as the ACP client.
 //!
 //! ACP agents keep no conversation the daemon can resume, so every start (reopen included)
-//! opens a new ACP session under the same jucode session id. The agent's `fs/*` requests are
-//! answered inside the session's directory only; terminals are not offered to the agent
-//! (`clientCapabilities.terminal: false`), so it runs commands with its own tools.
+//! opens a new ACP session under the same jucode session id. The agent's `fs/*` and
+//! `terminal/*` requests are answered inside the session's directory only (see
+//! `acp_terminal` for the commands it asks the daemon to run).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, StartSpec};
@@ -15,6 +15,7 @@ use jucode_protocol::{ApprovalMode, Object};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::acp_terminal::Terminals;
 use crate::child::{ChildProc, Input, Spawn, inside};
 use crate::turns::{Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
@@ -49,6 +50,7 @@ impl EngineFactory for AcpEngine {
         };
         let (handle, ops, events) = jucode_engine::channel();
         let (input_tx, input_rx) = mpsc::unbounded_channel();
+        let terminals = Terminals::new(vec![spec.cwd.clone()], input_tx.clone());
         let child = ChildProc::spawn(
             Spawn {
                 program: &program,
@@ -80,6 +82,9 @@ impl EngineFactory for AcpEngine {
             in_message: false,
             image_prompts: false,
             opening: true,
+            terminals,
+            denied: HashSet::new(),
+            call_terminals: HashMap::new(),
         };
         tokio::spawn(acp.run(ops, input_rx));
         Ok(handle)
@@ -122,6 +127,12 @@ struct Acp {
     image_prompts: bool,
     /// Until the ACP session is open and in its starting mode.
     opening: bool,
+    /// Commands the agent runs through the daemon.
+    terminals: Terminals,
+    /// Tool calls the user refused, until the agent reports them done.
+    denied: HashSet<String>,
+    /// The terminal a tool call shows, by tool call id.
+    call_terminals: HashMap<String, String>,
 }
 
 impl Acp {
@@ -132,7 +143,7 @@ impl Acp {
     ) {
         let init = json!({
             "protocolVersion": 1,
-            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false},
+            "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
             "clientInfo": {"name": "jucode", "title": "jucode daemon", "version": env!("CARGO_PKG_VERSION")},
         });
         // A failed write means the process is gone: its exit arrives as input below.
@@ -297,6 +308,9 @@ impl Acp {
                     .await;
             }
         };
+        if !answer.allow {
+            self.denied.insert(answer.call_id.clone());
+        }
         let outcome = match pick_option(&permission.options, answer.allow, answer.always) {
             Some(id) => json!({"outcome": "selected", "optionId": id}),
             None => json!({"outcome": "cancelled"}),
@@ -528,6 +542,9 @@ impl Acp {
                     .to_string();
                 let name = tool_name(update);
                 self.tools.insert(id.clone(), name.clone());
+                if let Some(terminal) = embedded_terminal(update) {
+                    self.call_terminals.insert(id.clone(), terminal);
+                }
                 let mut events = vec![event("tool_start", json!({"call_id": id, "name": name}))];
                 if let Some(done) = self.finished(&id, update) {
                     events.push(done);
@@ -540,6 +557,9 @@ impl Acp {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
+                if let Some(terminal) = embedded_terminal(update) {
+                    self.call_terminals.insert(id.clone(), terminal);
+                }
                 if let Some(done) = self.finished(&id, update) {
                     self.approvals.withdraw(&id);
                     return self.emit(done).await;
@@ -585,6 +605,13 @@ impl Acp {
             return None;
         }
         let name = self.tools.remove(id).unwrap_or_else(|| "tool".into());
+        // A call the user refused shows as the Codex adapter shows a declined one.
+        if self.denied.remove(id) && status == "failed" {
+            return Some(event(
+                "tool_output",
+                json!({"call_id": id, "name": name, "output": "declined by the user", "is_error": true}),
+            ));
+        }
         let output = update
             .get("rawOutput")
             .filter(|o| !o.is_null())
@@ -601,6 +628,8 @@ impl Acp {
                             .join("\n")
                     })
             })
+            .filter(|o| !o.is_empty())
+            .or_else(|| self.terminal_output(id, update))
             .unwrap_or_default();
         Some(event(
             "tool_output",
@@ -637,11 +666,22 @@ impl Acp {
                 let result = self.write_file(params);
                 self.answer(id, result).await
             }
+            m if m.starts_with("terminal/") => match self.terminals.request(m, &id, params) {
+                Some(result) => self.answer(id, result).await,
+                None => true,
+            },
             _ => {
                 self.write(json!({"id": id, "error": {"code": -32601, "message": format!("{method} is not supported by this client")}}))
                     .await
             }
         }
+    }
+
+    /// The output of a terminal a finished tool call embeds, when it said nothing else.
+    fn terminal_output(&mut self, id: &str, update: &Value) -> Option<String> {
+        let shown = self.call_terminals.remove(id);
+        let terminal = embedded_terminal(update).or(shown)?;
+        self.terminals.output_of(&terminal)
     }
 
     async fn answer(&mut self, id: Value, result: Result<Value, String>) -> bool {
@@ -698,6 +738,17 @@ impl Acp {
         std::fs::write(&resolved, content).map_err(|e| format!("{path}: {e}"))?;
         Ok(Value::Null)
     }
+}
+
+/// The terminal a tool call's content embeds.
+fn embedded_terminal(update: &Value) -> Option<String> {
+    update
+        .get("content")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|b| b.get("type").and_then(Value::as_str) == Some("terminal"))
+        .and_then(|b| b.get("terminalId").and_then(Value::as_str))
+        .map(str::to_string)
 }
 
 /// The ACP mode id for an approval mode (the ids Claude-backed agents use; other agents'
@@ -763,6 +814,17 @@ impl crate::child::Driven for Acp {
 
     fn sink(&mut self) -> &mut Sink {
         &mut self.sink
+    }
+
+    async fn on_local(&mut self, message: Value) -> bool {
+        if let Some(name) = message.get("terminal_exited").and_then(Value::as_str) {
+            for (id, result) in self.terminals.exited(name) {
+                if !self.write(json!({"id": id, "result": result})).await {
+                    return true;
+                }
+            }
+        }
+        true
     }
 }
 

@@ -29,6 +29,8 @@ pub(crate) enum Input {
     Frame(u64, Value),
     /// The child exited; the text says how.
     Exited(u64, String),
+    /// A message from one of the adapter's own tasks (an ACP terminal that ended).
+    Local(Value),
 }
 
 /// How to start a child.
@@ -252,6 +254,11 @@ pub(crate) trait Driven {
     async fn on_frame(&mut self, frame: Value) -> bool;
     fn child(&mut self) -> &mut Option<ChildProc>;
     fn sink(&mut self) -> &mut crate::turns::Sink;
+    /// Handles an [`Input::Local`] message; `false` ends the session.
+    async fn on_local(&mut self, message: Value) -> bool {
+        let _ = message;
+        true
+    }
 }
 
 /// Feeds the hub's ops and the child's frames to `adapter` until either side ends, then stops
@@ -273,6 +280,11 @@ pub(crate) async fn drive<A: Driven>(
             got = input.recv() => match got {
                 Some(Input::Frame(_, frame)) => {
                     if !adapter.on_frame(frame).await {
+                        break;
+                    }
+                }
+                Some(Input::Local(message)) => {
+                    if !adapter.on_local(message).await {
                         break;
                     }
                 }

@@ -5,6 +5,10 @@
 //! `set_permission_mode`, `set_model`, `mcp_status`, …); stream-json frames become serve-v2
 //! events. Claude Code honours full access only as a start flag, so switching into or out of it
 //! restarts the CLI on the same conversation (`--resume`) once the running turn has ended.
+//!
+//! The Claude-only ops live beside it: `claude_extras` (control-request answers as events),
+//! `claude_runs` (the agent trace and subagent transcripts), `claude_hunks` (edit diffs on
+//! approval cards).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -17,6 +21,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::child::{ChildProc, Input, Spawn};
+use crate::claude_extras as extras;
+use crate::claude_runs::{self, Runs};
 use crate::turns::{Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of};
 use crate::{
     AdapterConfig, EngineOptions, claude_tool_name, error, event, info, status, text_of, truncate,
@@ -47,6 +53,7 @@ impl EngineFactory for ClaudeEngine {
 
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let options = EngineOptions::parse(&spec.options)?;
+        let flags = Flags::from_options(&spec.options)?;
         let program =
             crate::discover::find_binary("claude", "CLAUDE_BIN", &options, &self.config.user_home)?;
         let config_dir = options
@@ -96,7 +103,11 @@ impl EngineFactory for ClaudeEngine {
             max_output_tokens: None,
             version: None,
             fast_state: None,
+            fast_disabled_reason: None,
+            flags,
+            ultracode_available: None,
             tasks: Vec::new(),
+            runs: Runs::default(),
         };
         claude.spawn()?;
         tokio::spawn(claude.run(ops, input_rx));
@@ -115,6 +126,54 @@ enum Request {
     Plain(&'static str),
     /// An MCP change: list the servers again once it is done.
     McpChange(&'static str),
+    TaskOutput(String),
+    PermissionRules,
+    ContextUsage,
+    SideQuestion(String),
+    /// `apply_flag_settings` with these settings; the session's settings are read back after.
+    Flags(Value),
+    GetSettings,
+}
+
+/// The session's own Claude Code settings (start options, `/effort ultracode`, `/fast`,
+/// `/thinking`), applied after every (re)start so a restart keeps them.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Flags {
+    ultracode: Option<bool>,
+    fast: Option<bool>,
+    thinking: Option<bool>,
+}
+
+impl Flags {
+    fn from_options(options: &Object) -> Result<Flags, EngineError> {
+        let flag = |name: &str| match options.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(EngineError::BadOptions(format!(
+                "options.{name} must be true or false"
+            ))),
+        };
+        Ok(Flags {
+            ultracode: flag("ultracode")?,
+            fast: flag("fast")?,
+            thinking: flag("thinking")?,
+        })
+    }
+
+    /// The `apply_flag_settings` body for the flags set, if any.
+    fn settings(&self) -> Option<Value> {
+        let mut settings = serde_json::Map::new();
+        if let Some(on) = self.ultracode {
+            settings.insert("ultracode".into(), json!(on));
+        }
+        if let Some(on) = self.fast {
+            settings.insert("fastMode".into(), json!(on));
+        }
+        if let Some(on) = self.thinking {
+            settings.insert("showThinkingSummaries".into(), json!(on));
+        }
+        (!settings.is_empty()).then_some(Value::Object(settings))
+    }
 }
 
 /// A `can_use_tool` waiting for a client.
@@ -159,8 +218,14 @@ struct Claude {
     max_output_tokens: Option<u64>,
     version: Option<String>,
     fast_state: Option<String>,
+    /// Why Claude Code cannot serve fast mode, when it said.
+    fast_disabled_reason: Option<String>,
+    flags: Flags,
+    ultracode_available: Option<bool>,
     /// Background tasks: [{id, kind, description}].
     tasks: Vec<Value>,
+    /// The conversation's subagents and workflows.
+    runs: Runs,
 }
 
 impl Claude {
@@ -296,8 +361,16 @@ impl Claude {
         match crate::history::claude_transcript_path(&self.config_dir, &self.session) {
             Some(path) if self.conversation_saved => {
                 let items = crate::history::claude_transcript(&path);
-                self.emit(event("transcript", json!({ "items": items })))
+                if !self
+                    .emit(event("transcript", json!({ "items": items })))
                     .await
+                {
+                    return false;
+                }
+                if self.runs.load_saved(&self.config_dir, &self.session) {
+                    return self.runs_changed().await;
+                }
+                true
             }
             _ => true,
         }
@@ -318,23 +391,32 @@ impl Claude {
         )
     }
 
-    fn model_status(&self) -> Event {
-        let entry = self.models.iter().find(|m| {
+    /// The initialize answer's entry for the session's model.
+    fn model_entry(&self) -> Option<&Value> {
+        self.models.iter().find(|m| {
             let value = m.get("value").and_then(Value::as_str);
             let resolved = m.get("resolvedModel").and_then(Value::as_str);
             match &self.model {
                 Some(model) => value == Some(model) || resolved == Some(model),
                 None => value == Some("default"),
             }
-        });
+        })
+    }
+
+    fn fast_available(&self) -> bool {
+        self.model_entry()
+            .and_then(|m| m.get("supportsFastMode"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    }
+
+    fn model_status(&self) -> Event {
+        let entry = self.model_entry();
         let efforts = entry
             .and_then(|m| m.get("supportedEffortLevels"))
             .cloned()
             .unwrap_or_else(|| json!([]));
-        let fast_available = entry
-            .and_then(|m| m.get("supportsFastMode"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let fast_available = self.fast_available();
         event(
             "model_status",
             json!({
@@ -349,6 +431,9 @@ impl Claude {
                 "fast": self.fast_state.as_deref() == Some("on"),
                 "fast_state": self.fast_state,
                 "fast_available": fast_available,
+                "ultracode": self.flags.ultracode.unwrap_or(false),
+                "ultracode_available": self.ultracode_available,
+                "thinking_summaries": self.flags.thinking.unwrap_or(true),
             }),
         )
     }
@@ -445,23 +530,78 @@ impl Claude {
                 None => Err("stop_task requires task_id".to_string()),
             },
             // The daemon's own bookkeeping: Claude sessions never defer and keep no snapshot.
-            "set_attended" | "snapshot" | "rename" | "tui" => Ok(()),
+            "set_attended" | "snapshot" | "tui" => Ok(()),
+            "rename" => match op.get("title").and_then(Value::as_str).map(str::trim) {
+                Some(title) if !title.is_empty() => {
+                    let request = json!({"subtype": "rename_session", "title": title,
+                                         "source": "host", "session_id": self.session});
+                    return self
+                        .control(Request::Plain("rename_session"), request)
+                        .await;
+                }
+                _ => Err("rename requires a title".to_string()),
+            },
             "steer" | "decide_action" | "mcp_set" | "mcp_remove" | "continue" => {
                 Err(format!("{name} is not available in Claude Code sessions"))
             }
-            "task_output"
-            | "agent_runs"
-            | "subagent_transcript"
-            | "permission_rules"
-            | "context_usage" => Err(format!(
-                "{name} is not supported by this daemon's Claude Code adapter yet"
-            )),
+            "task_output" => match op.get("task_id").and_then(Value::as_str) {
+                Some(task) => {
+                    let request = json!({"subtype": "get_task_output", "task_id": task});
+                    return self
+                        .control(Request::TaskOutput(task.to_string()), request)
+                        .await;
+                }
+                None => Err("task_output requires task_id".to_string()),
+            },
+            "permission_rules" => {
+                let request = json!({"subtype": "list_permission_rules"});
+                return self.control(Request::PermissionRules, request).await;
+            }
+            "context_usage" => {
+                // `full` asks the API to count every row; the summary answers locally.
+                let detail = match op.get("detail").and_then(Value::as_str) {
+                    Some("full") => "full",
+                    _ => "summary",
+                };
+                let request = json!({"subtype": "get_context_usage", "detail": detail});
+                return self.control(Request::ContextUsage, request).await;
+            }
+            "agent_runs" => {
+                self.runs.load_saved(&self.config_dir, &self.session);
+                let runs = self.runs.event();
+                return self.sink.answer(runs).await;
+            }
+            "subagent_transcript" => match op.get("agent_id").and_then(Value::as_str) {
+                Some(id) => return self.subagent_transcript(id.to_string()).await,
+                None => Err("subagent_transcript requires agent_id".to_string()),
+            },
             _ => Err(format!("unknown op: {name}")),
         };
         match result {
             Ok(()) => true,
             Err(message) => self.emit(error(message)).await,
         }
+    }
+
+    /// One subagent's conversation, from the file Claude Code keeps for it. Only ids found in
+    /// this session's subagents directory are read.
+    async fn subagent_transcript(&mut self, id: String) -> bool {
+        let file = claude_runs::valid_id(&id)
+            .then(|| claude_runs::subagent_files(&self.config_dir, &self.session).remove(&id))
+            .flatten();
+        let fields = match file {
+            Some(path) => json!({"agent_id": id, "items": claude_runs::subagent_items(&path)}),
+            None => {
+                json!({"agent_id": id, "error": format!("no saved subagent {id} in this session")})
+            }
+        };
+        self.emit(event("subagent_transcript", fields)).await
+    }
+
+    /// Sends the agent trace if it changed.
+    async fn runs_changed(&mut self) -> bool {
+        let runs = self.runs.event();
+        self.sink.state(runs).await
     }
 
     async fn user_message(&mut self, message: Message) -> bool {
@@ -546,11 +686,28 @@ impl Claude {
                 let request = json!({"subtype": "set_model", "model": model});
                 self.control(Request::SetModel(Some(model)), request).await
             }
-            "/effort" | "/fast" | "/thinking" | "/btw" => {
-                self.emit(error(format!(
-                    "{word} is not supported by this daemon's Claude Code adapter yet"
-                )))
-                .await
+            "/effort" => self.effort(&rest).await,
+            "/fast" => match extras::switch(rest.first().copied(), self.fast_on()) {
+                Ok(on) => self.apply_flags(json!({ "fastMode": on })).await,
+                Err(e) => self.emit(error(format!("/fast: {e}"))).await,
+            },
+            "/thinking" => {
+                let current = self.flags.thinking.unwrap_or(true);
+                match extras::switch(rest.first().copied(), current) {
+                    Ok(on) => {
+                        self.apply_flags(json!({ "showThinkingSummaries": on }))
+                            .await
+                    }
+                    Err(e) => self.emit(error(format!("/thinking: {e}"))).await,
+                }
+            }
+            "/btw" => {
+                let question = rest.join(" ");
+                if question.is_empty() {
+                    return self.emit(error("/btw requires a question")).await;
+                }
+                let request = json!({"subtype": "side_question", "question": question});
+                self.control(Request::SideQuestion(question), request).await
             }
             // Claude Code's own slash commands go to it as a user message, as it expects.
             _ => {
@@ -561,6 +718,85 @@ impl Claude {
                 .await
             }
         }
+    }
+
+    /// `/effort`, `/effort <level>` or `/effort ultracode [on|off]`.
+    async fn effort(&mut self, rest: &[&str]) -> bool {
+        match rest {
+            [] => {
+                let status = self.model_status();
+                self.sink.answer(status).await
+            }
+            ["ultracode", more @ ..] if more.len() <= 1 => {
+                let current = self.flags.ultracode.unwrap_or(false);
+                match extras::switch(more.first().copied(), current) {
+                    Ok(on) => self.apply_flags(json!({ "ultracode": on })).await,
+                    Err(e) => self.emit(error(format!("/effort ultracode: {e}"))).await,
+                }
+            }
+            [level] if extras::EFFORT_LEVELS.contains(level) => {
+                let mut settings = json!({ "effortLevel": level });
+                // A new level alone would turn ultracode off; keep it as it is.
+                if self.flags.ultracode == Some(true) {
+                    settings["ultracode"] = json!(true);
+                }
+                self.apply_flags(settings).await
+            }
+            _ => {
+                self.emit(error(format!(
+                    "/effort takes one of {} or ultracode [on|off]",
+                    extras::EFFORT_LEVELS.join(", ")
+                )))
+                .await
+            }
+        }
+    }
+
+    fn fast_on(&self) -> bool {
+        self.fast_state.as_deref() == Some("on")
+    }
+
+    async fn apply_flags(&mut self, settings: Value) -> bool {
+        let request = json!({"subtype": "apply_flag_settings", "settings": settings});
+        self.control(Request::Flags(settings), request).await
+    }
+
+    /// Takes the settings Claude Code accepted as the session's own.
+    async fn flags_applied(&mut self, settings: &Value) -> bool {
+        if let Some(level) = settings.get("effortLevel").and_then(Value::as_str) {
+            self.options.effort = Some(level.to_string());
+        }
+        if let Some(on) = settings.get("ultracode").and_then(Value::as_bool) {
+            self.flags.ultracode = Some(on);
+        }
+        if let Some(on) = settings
+            .get("showThinkingSummaries")
+            .and_then(Value::as_bool)
+        {
+            self.flags.thinking = Some(on);
+        }
+        if let Some(on) = settings.get("fastMode").and_then(Value::as_bool) {
+            self.flags.fast = Some(on);
+            if on && !self.fast_available() {
+                self.fast_state = Some("off".into());
+                // `sdk_opt_in_required` is what `fastMode: true` itself answers.
+                let why = self
+                    .fast_disabled_reason
+                    .clone()
+                    .filter(|r| r != "sdk_opt_in_required")
+                    .unwrap_or_else(|| "the model does not support it".into());
+                if !self
+                    .emit(info(format!("fast mode is not available: {why}")))
+                    .await
+                {
+                    return false;
+                }
+            } else {
+                self.fast_state = Some(if on { "on" } else { "off" }.into());
+            }
+        }
+        self.control(Request::GetSettings, json!({"subtype": "get_settings"}))
+            .await
     }
 
     async fn interrupt(&mut self) -> bool {
@@ -729,12 +965,35 @@ impl Claude {
         };
         if response.get("subtype").and_then(Value::as_str) == Some("error") {
             let message = response.get("error").map(text_of).unwrap_or_default();
+            match &request {
+                Request::TaskOutput(task) => {
+                    let e = event("task_output", json!({"task_id": task, "error": message}));
+                    return self.emit(e).await;
+                }
+                Request::SideQuestion(question) => {
+                    return self.emit(extras::side_error(question, &message)).await;
+                }
+                Request::Flags(settings) if settings.get("fastMode").is_some() => {
+                    let status = self.model_status();
+                    return self
+                        .emit(info(format!("Claude Code refused fast mode: {message}")))
+                        .await
+                        && self.sink.answer(status).await;
+                }
+                _ => {}
+            }
             let what = match &request {
                 Request::Initialize => "initialize",
                 Request::McpStatus => "mcp_status",
                 Request::SetModel(_) => "set_model",
                 Request::SetMode(_) => "set_permission_mode",
                 Request::Plain(name) | Request::McpChange(name) => name,
+                Request::TaskOutput(_) => "get_task_output",
+                Request::PermissionRules => "list_permission_rules",
+                Request::ContextUsage => "get_context_usage",
+                Request::SideQuestion(_) => "side_question",
+                Request::Flags(_) => "apply_flag_settings",
+                Request::GetSettings => "get_settings",
             };
             return self
                 .emit(error(format!("Claude Code refused {what}: {message}")))
@@ -749,6 +1008,10 @@ impl Claude {
                 if let Some(state) = body.get("fast_mode_state").and_then(Value::as_str) {
                     self.fast_state = Some(state.to_string());
                 }
+                self.fast_disabled_reason = body
+                    .get("fast_mode_disabled_reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_string);
                 if let Some(version) = body.get("claude_code_version").and_then(Value::as_str) {
                     self.version = Some(version.to_string());
                 }
@@ -760,9 +1023,41 @@ impl Claude {
                 let list = event("command_list", json!({ "commands": commands }));
                 let model = self.model_status();
                 let startup = self.startup_event();
-                self.sink.state(startup).await
+                if !(self.sink.state(startup).await
                     && self.sink.state(model).await
-                    && self.sink.state(list).await
+                    && self.sink.state(list).await)
+                {
+                    return false;
+                }
+                // The session's own settings, again after a restart.
+                match self.flags.settings() {
+                    Some(settings) => self.apply_flags(settings).await,
+                    None => true,
+                }
+            }
+            Request::TaskOutput(task) => self.emit(extras::task_output(&task, &body)).await,
+            Request::PermissionRules => self.emit(extras::permission_rules(&body)).await,
+            Request::ContextUsage => self.emit(extras::context_breakdown(&body)).await,
+            Request::SideQuestion(question) => {
+                self.emit(extras::side_answer(&question, &body)).await
+            }
+            Request::Flags(settings) => self.flags_applied(&settings).await,
+            Request::GetSettings => {
+                let applied = extras::applied(&body);
+                if let Some(effort) = applied.effort {
+                    self.options.effort = Some(effort);
+                }
+                if applied.ultracode.is_some() {
+                    self.flags.ultracode = applied.ultracode;
+                }
+                if applied.ultracode_available.is_some() {
+                    self.ultracode_available = applied.ultracode_available;
+                }
+                if let Some(on) = applied.thinking_summaries {
+                    self.flags.thinking = Some(on);
+                }
+                let status = self.model_status();
+                self.sink.answer(status).await
             }
             Request::McpStatus => {
                 let servers = body.get("mcpServers").cloned().unwrap_or(json!([]));
@@ -831,6 +1126,11 @@ impl Claude {
         }
         let name = claude_tool_name(tool);
         let summary = summarize(tool, &input, request);
+        let mut roots = vec![self.cwd.clone()];
+        roots.extend(self.extra_dirs.iter().cloned());
+        let hunks = crate::claude_hunks::for_tool(tool, &input, &self.cwd, &roots)
+            .map(|h| serde_json::to_value(h).unwrap_or(Value::Null))
+            .unwrap_or(Value::Null);
         let suggestions = request
             .get("permission_suggestions")
             .and_then(Value::as_array)
@@ -852,7 +1152,7 @@ impl Claude {
                 "name": name,
                 "summary": summary,
                 "subagent_id": request.get("agent_id").and_then(Value::as_str),
-                "hunks": null,
+                "hunks": hunks,
                 "scopes": ["session", "project", "user"],
             }),
         );
@@ -870,6 +1170,12 @@ impl Claude {
                 }
                 if let Some(state) = frame.get("fast_mode_state").and_then(Value::as_str) {
                     self.fast_state = Some(state.to_string());
+                }
+                if let Some(reason) = frame
+                    .get("fast_mode_disabled_reason")
+                    .and_then(Value::as_str)
+                {
+                    self.fast_disabled_reason = Some(reason.to_string());
                 }
                 let tools: Vec<&str> = frame
                     .get("tools")
@@ -903,6 +1209,13 @@ impl Claude {
                     && self.sink.state(model).await
                     && self.sink.state(mcp).await
             }
+            "session_title_changed" => match frame.get("title").and_then(Value::as_str) {
+                Some(title) if !title.trim().is_empty() => {
+                    self.emit(event("session_title", json!({ "title": title })))
+                        .await
+                }
+                _ => true,
+            },
             "status" if frame.get("status").and_then(Value::as_str) == Some("requesting") => {
                 self.emit(event("connecting", json!({}))).await
             }
@@ -916,6 +1229,9 @@ impl Claude {
                 self.emit(event("retrying", fields)).await
             }
             "task_started" => {
+                if self.runs.task_started(frame) && !self.runs_changed().await {
+                    return false;
+                }
                 let id = frame.get("task_id").and_then(Value::as_str).unwrap_or("");
                 self.tasks.retain(|t| t["id"] != id);
                 self.tasks.push(json!({
@@ -927,6 +1243,15 @@ impl Claude {
                 self.emit(tasks).await
             }
             "task_progress" | "task_updated" => {
+                let changed =
+                    if frame.get("subtype").and_then(Value::as_str) == Some("task_progress") {
+                        self.runs.task_progress(frame)
+                    } else {
+                        self.runs.task_updated(frame)
+                    };
+                if changed && !self.runs_changed().await {
+                    return false;
+                }
                 let fields = json!({
                     "task_id": frame.get("task_id"),
                     "message": frame.get("description").or(frame.get("message")).or(frame.get("summary")).map(text_of),
@@ -934,6 +1259,9 @@ impl Claude {
                 self.emit(event("task_progress", fields)).await
             }
             "task_notification" => {
+                if self.runs.task_notification(frame) && !self.runs_changed().await {
+                    return false;
+                }
                 let id = frame
                     .get("task_id")
                     .and_then(Value::as_str)
@@ -983,7 +1311,7 @@ impl Claude {
                     "text" if parent.is_none() => {
                         self.emit(event("assistant_start", json!({}))).await
                     }
-                    "thinking" if parent.is_none() => {
+                    "thinking" if parent.is_none() && self.thinking_shown() => {
                         self.emit(event("thinking_start", json!({}))).await
                     }
                     "tool_use" => self.tool_start(block, parent).await,
@@ -998,7 +1326,7 @@ impl Claude {
                         self.emit(event("assistant_delta", json!({ "delta": text })))
                             .await
                     }
-                    "thinking_delta" => {
+                    "thinking_delta" if self.thinking_shown() => {
                         let text = delta.get("thinking").and_then(Value::as_str).unwrap_or("");
                         self.emit(event("reasoning_delta", json!({ "delta": text })))
                             .await
@@ -1008,6 +1336,11 @@ impl Claude {
             }
             _ => true,
         }
+    }
+
+    /// Thinking summaries turned off (`/thinking off`) are not shown even if some still come.
+    fn thinking_shown(&self) -> bool {
+        self.flags.thinking != Some(false)
     }
 
     async fn tool_start(&mut self, block: &Value, parent: Option<&str>) -> bool {
@@ -1039,7 +1372,18 @@ impl Claude {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        let mut runs_changed = false;
         for block in &blocks {
+            if block.get("type").and_then(Value::as_str) == Some("tool_use") {
+                runs_changed |= match parent {
+                    Some(parent) => self.runs.subagent_tool_call(parent),
+                    None => self.runs.tool_use(
+                        block.get("id").and_then(Value::as_str).unwrap_or(""),
+                        block.get("name").and_then(Value::as_str).unwrap_or(""),
+                        block.get("input").unwrap_or(&Value::Null),
+                    ),
+                };
+            }
             let ok = match block.get("type").and_then(Value::as_str).unwrap_or("") {
                 "tool_use" => self.tool_start(block, parent).await,
                 // Without partial messages the text comes only here.
@@ -1050,7 +1394,7 @@ impl Claude {
                             .emit(event("assistant_delta", json!({ "delta": text })))
                             .await
                 }
-                "thinking" if parent.is_none() && !streamed => {
+                "thinking" if parent.is_none() && !streamed && self.thinking_shown() => {
                     let text = block.get("thinking").and_then(Value::as_str).unwrap_or("");
                     self.emit(event("reasoning_delta", json!({ "delta": text })))
                         .await
@@ -1060,6 +1404,9 @@ impl Claude {
             if !ok {
                 return false;
             }
+        }
+        if runs_changed && !self.runs_changed().await {
+            return false;
         }
         if let Some(kind) = frame.get("error").and_then(Value::as_str) {
             return self.emit(error(format!("Claude Code: {kind}"))).await;
@@ -1081,13 +1428,27 @@ impl Claude {
                 .unwrap_or("");
             let name = self.tools.get(id).cloned().unwrap_or_else(|| "tool".into());
             self.approvals.withdraw(id);
+            let text = text_of(block.get("content").unwrap_or(&Value::Null));
+            let is_error = block
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let ended_run = self.runs.tool_result(
+                id,
+                is_error,
+                &text,
+                frame.get("tool_use_result").unwrap_or(&Value::Null),
+            );
             let output = json!({
                 "call_id": id,
                 "name": name,
-                "output": text_of(block.get("content").unwrap_or(&Value::Null)),
-                "is_error": block.get("is_error").and_then(Value::as_bool).unwrap_or(false),
+                "output": text,
+                "is_error": is_error,
             });
             if !self.emit(event("tool_output", output)).await {
+                return false;
+            }
+            if ended_run && !self.runs_changed().await {
                 return false;
             }
         }
@@ -1114,6 +1475,9 @@ impl Claude {
                 "reasoning_tokens": usage.pointer("/output_tokens_details/thinking_tokens").and_then(Value::as_u64).unwrap_or(0),
             }),
         )];
+        if let Some(state) = frame.get("fast_mode_state").and_then(Value::as_str) {
+            self.fast_state = Some(state.to_string());
+        }
         if let Some(models) = frame.get("modelUsage").and_then(Value::as_object)
             && let Some(first) = models.values().next()
         {

@@ -11,6 +11,11 @@
 //! `<jucode home>/daemon/codex-threads.json` (written atomically). A session id that is not in
 //! the map is taken to be a thread id itself: that is how a conversation Codex saved on its own
 //! (listed by `session_history`) is opened.
+//!
+//! Besides turns: `/fast` and `/thinking` (service tier and reasoning summary of later turns),
+//! `/login` (ChatGPT device code), `mcp_list` / `mcp_reconnect` / `mcp_login`, and subagent
+//! threads feeding `agent_runs` (`codex_agents`). A file change's approval card shows
+//! its hunks (`codex_hunks`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -24,11 +29,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::child::{ChildProc, Input, Spawn, inside};
+use crate::codex_agents::Agents;
 use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
 const JUCODE_ONLY: &[&str] = &["/rewind", "/tree", "/checkpoint", "/branch", "/trust"];
 const MAP_FILE: &str = "codex-threads.json";
+/// The service tier Codex's model catalog names "Fast"; `default` is standard speed.
+const FAST_TIER: &str = "priority";
 
 /// Starts Codex sessions.
 #[derive(Debug, Clone)]
@@ -105,6 +113,11 @@ impl EngineFactory for CodexEngine {
         crate::history::saved_conversations("codex", cwd, &self.config.user_home)
     }
 
+    /// The session is open once its thread is: `thread_open` sends the first `startup`.
+    fn opens_at_startup(&self) -> bool {
+        true
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let options = EngineOptions::parse(&spec.options)?;
         let program =
@@ -136,6 +149,11 @@ impl EngineFactory for CodexEngine {
             image_roots: roots,
             mode: options.mode(),
             model: options.model.clone(),
+            provider: None,
+            effort: Value::Null,
+            service_tier: None,
+            fast: None,
+            thinking: None,
             resume_thread,
             child: Some(child),
             sink: Sink::new(events),
@@ -151,6 +169,8 @@ impl EngineFactory for CodexEngine {
             tools: HashMap::new(),
             delta_items: HashSet::new(),
             usage: [0; 4],
+            agents: Agents::default(),
+            file_changes: HashMap::new(),
         };
         tokio::spawn(codex.run(ops, input_rx));
         Ok(handle)
@@ -165,14 +185,25 @@ enum Request {
     ModelList,
     Login,
     McpList,
+    /// `config/mcpServer/reload` for `mcp_reconnect`: the list follows.
+    McpReload,
+    /// `mcpServer/oauth/login` for the named server.
+    McpLogin(String),
+    /// `thread/read` of a subagent's thread for `subagent_transcript`.
+    ReadAgent(String),
     /// Anything whose success needs no event.
     Plain(&'static str),
 }
 
 #[derive(Debug, Clone)]
 enum Kind {
-    Command { amendment: Option<Value> },
-    File,
+    Command {
+        amendment: Option<Value>,
+    },
+    /// A file change, with the ids of the hunks its card shows.
+    File {
+        hunks: Vec<String>,
+    },
     Permissions,
     Question,
     Elicitation,
@@ -193,6 +224,14 @@ struct Codex {
     image_roots: Vec<PathBuf>,
     mode: ApprovalMode,
     model: Option<String>,
+    /// The model provider and reasoning effort the thread opened with.
+    provider: Option<String>,
+    effort: Value,
+    /// The service tier the thread opened with; `fast` is the user's choice, if any.
+    service_tier: Option<String>,
+    fast: Option<bool>,
+    /// Reasoning summaries on or off, when the user chose.
+    thinking: Option<bool>,
     resume_thread: Option<String>,
     child: Option<ChildProc>,
     sink: Sink,
@@ -213,6 +252,10 @@ struct Codex {
     delta_items: HashSet<String>,
     /// Token usage of the running turn: input, cached input, output, reasoning.
     usage: [u64; 4],
+    /// Subagent threads and their runs.
+    agents: Agents,
+    /// The changes of file change items still open, by item id (for their approval cards).
+    file_changes: HashMap<String, Value>,
 }
 
 impl Codex {
@@ -309,19 +352,35 @@ impl Codex {
             }
             "steer" => return self.steer().await,
             "interrupt" => return self.interrupt().await,
-            "approve" => match Answer::from_op(&op) {
-                Ok(answer) => return self.approve(answer).await,
-                Err(e) => Err(e),
+            "approve" => match (Answer::from_op(&op), hunk_choice(&op)) {
+                (Ok(answer), Ok(hunks)) => return self.approve(answer, hunks).await,
+                (Err(e), _) | (_, Err(e)) => Err(e),
             },
             "set_approval_mode" => match mode_of(&op) {
                 Ok(mode) => return self.set_mode(mode).await,
                 Err(e) => Err(e),
             },
-            "mcp_list" => {
-                return self
-                    .request(Request::McpList, "mcpServerStatus/list", json!({}))
-                    .await;
-            }
+            "mcp_list" => return self.mcp_list().await,
+            "mcp_reconnect" => match op.get("name").and_then(Value::as_str) {
+                // Codex reloads its MCP servers as a whole: the named one reconnects with them.
+                Some(name) if !name.trim().is_empty() => {
+                    return self
+                        .request(Request::McpReload, "config/mcpServer/reload", Value::Null)
+                        .await;
+                }
+                _ => Err("mcp_reconnect requires name".into()),
+            },
+            "mcp_login" => match op.get("name").and_then(Value::as_str) {
+                Some(name) if !name.trim().is_empty() => {
+                    let mut params = json!({ "name": name });
+                    if let Some(thread) = &self.thread {
+                        params["threadId"] = json!(thread);
+                    }
+                    let kind = Request::McpLogin(name.to_string());
+                    return self.request(kind, "mcpServer/oauth/login", params).await;
+                }
+                _ => Err("mcp_login requires name".into()),
+            },
             "rename" => match (op.get("title").and_then(Value::as_str), self.thread.clone()) {
                 (Some(title), Some(thread)) => {
                     let params = json!({"threadId": thread, "name": title});
@@ -335,15 +394,32 @@ impl Codex {
             "decide_action" | "mcp_set" | "mcp_remove" | "continue" | "mcp_toggle" => {
                 Err(format!("{name} is not available in Codex sessions"))
             }
-            "mcp_login" | "mcp_reconnect" | "agent_runs" | "subagent_transcript" => Err(format!(
-                "{name} is not supported by this daemon's Codex adapter yet"
-            )),
+            "agent_runs" => {
+                let runs = self.agents.event();
+                return self.sink.answer(runs).await;
+            }
+            "subagent_transcript" => match op.get("agent_id").and_then(Value::as_str) {
+                Some(id) if !id.trim().is_empty() => {
+                    return self.subagent_transcript(id.to_string()).await;
+                }
+                _ => Err("subagent_transcript requires agent_id".into()),
+            },
             _ => Err(format!("unknown op: {name}")),
         };
         match result {
             Ok(()) => true,
             Err(message) => self.emit(error(message)).await,
         }
+    }
+
+    /// Asks Codex for its MCP servers as this thread sees them; answered with `mcp_servers`.
+    async fn mcp_list(&mut self) -> bool {
+        let mut params = json!({});
+        if let Some(thread) = &self.thread {
+            params["threadId"] = json!(thread);
+        }
+        self.request(Request::McpList, "mcpServerStatus/list", params)
+            .await
     }
 
     async fn user_message(&mut self, message: Message) -> bool {
@@ -393,6 +469,12 @@ impl Codex {
         if let Some(model) = &self.model {
             params["model"] = json!(model);
         }
+        if let Some(fast) = self.fast {
+            params["serviceTier"] = json!(if fast { FAST_TIER } else { "default" });
+        }
+        if let Some(thinking) = self.thinking {
+            params["summary"] = json!(if thinking { "auto" } else { "none" });
+        }
         self.request(Request::TurnStart, "turn/start", params).await
     }
 
@@ -437,7 +519,7 @@ impl Codex {
         }
     }
 
-    async fn approve(&mut self, answer: Answer) -> bool {
+    async fn approve(&mut self, answer: Answer, hunks: Option<Vec<String>>) -> bool {
         let pending = match self.approvals.take(&answer.call_id) {
             Taken::Open(p) => p,
             Taken::AlreadyAnswered => return true,
@@ -450,6 +532,18 @@ impl Codex {
                     .await;
             }
         };
+        // Codex applies a change whole: a choice of some hunks only cannot be honoured.
+        if let (Kind::File { hunks: all }, Some(chosen), true) =
+            (&pending.kind, &hunks, answer.allow)
+            && all.iter().any(|h| !chosen.contains(h))
+        {
+            self.approvals.open(answer.call_id.clone(), pending);
+            return self
+                .emit(error(
+                    "Codex applies a file change whole: allow it without hunks, or with all of them",
+                ))
+                .await;
+        }
         let result = answer_body(&pending.kind, &answer);
         match result {
             Ok(result) => self.reply(pending.id, result).await,
@@ -514,15 +608,38 @@ impl Codex {
             "/model" => {
                 // Codex takes the model per turn, like the mode.
                 self.model = Some(rest.join(" "));
-                let status = self.model_status(None, None);
+                let status = self.model_status();
                 self.sink.state(status).await
+            }
+            "/fast" | "/thinking" => {
+                let current = if word == "/fast" {
+                    self.fast_on()
+                } else {
+                    self.thinking_on()
+                };
+                let on = match rest.as_slice() {
+                    [] => !current,
+                    ["on"] => true,
+                    ["off"] => false,
+                    _ => {
+                        return self.emit(error(format!("usage: {word} [on|off]"))).await;
+                    }
+                };
+                // Both go into the next turn/start (Codex keeps them for later turns).
+                if word == "/fast" {
+                    self.fast = Some(on);
+                } else {
+                    self.thinking = Some(on);
+                }
+                let status = self.model_status();
+                self.sink.answer(status).await
             }
             "/login" => {
                 let params = json!({"type": "chatgptDeviceCode"});
                 self.request(Request::Login, "account/login/start", params)
                     .await
             }
-            "/fast" | "/thinking" | "/effort" | "/btw" => {
+            "/effort" | "/btw" => {
                 self.emit(error(format!(
                     "{word} is not supported by this daemon's Codex adapter yet"
                 )))
@@ -538,20 +655,35 @@ impl Codex {
         }
     }
 
-    fn model_status(&self, provider: Option<&str>, effort: Option<&Value>) -> Event {
+    fn model_status(&self) -> Event {
+        let fast = self.fast_on();
         event(
             "model_status",
             json!({
-                "provider": provider.unwrap_or("openai"),
+                "provider": self.provider.as_deref().unwrap_or("openai"),
                 "model": self.model,
-                "reasoning_effort": effort.cloned().unwrap_or(Value::Null),
+                "reasoning_effort": self.effort,
                 "context_window": null,
                 "context_limit": null,
                 "max_output_tokens": null,
                 "reasoning_efforts": [],
                 "state": "ready",
+                "fast": fast,
+                "fast_state": if fast { "on" } else { "off" },
+                "thinking_summaries": self.thinking_on(),
             }),
         )
+    }
+
+    /// Fast mode: as the user set it, else as Codex's own config starts the thread.
+    fn fast_on(&self) -> bool {
+        self.fast
+            .unwrap_or_else(|| self.service_tier.as_deref() == Some(FAST_TIER))
+    }
+
+    /// Reasoning summaries are shown unless the user turned them off.
+    fn thinking_on(&self) -> bool {
+        self.thinking.unwrap_or(true)
     }
 
     // ---- frames ----
@@ -601,6 +733,18 @@ impl Codex {
                 Request::Plain(name) => {
                     self.emit(error(format!("Codex refused {name}: {message}")))
                         .await
+                }
+                Request::McpLogin(name) => {
+                    self.emit(error(format!("mcp_login {name}: Codex refused: {message}")))
+                        .await
+                }
+                Request::McpReload => {
+                    self.emit(error(format!("mcp_reconnect: Codex refused: {message}")))
+                        .await
+                }
+                Request::ReadAgent(agent) => {
+                    let fields = json!({"agent_id": agent, "error": format!("Codex could not read it: {message}")});
+                    self.emit(event("subagent_transcript", fields)).await
                 }
                 _ => self.emit(error(format!("Codex: {message}"))).await,
             };
@@ -694,8 +838,36 @@ impl Codex {
                     .map(mcp_entry)
                     .collect();
                 let list = event("mcp_servers", json!({ "servers": servers }));
-                self.sink.emit(list.clone()).await && self.sink.state(list).await
+                self.sink.answer(list).await
             }
+            Request::McpReload => self.mcp_list().await,
+            Request::ReadAgent(agent) => {
+                // Only a thread this session spawned: never another conversation by its id.
+                let parent = result
+                    .pointer("/thread/parentThreadId")
+                    .and_then(Value::as_str);
+                let ours = self.agents.knows(&agent)
+                    || (parent.is_some() && parent == self.thread.as_deref());
+                let fields = if ours {
+                    json!({"agent_id": agent, "items": crate::codex_agents::transcript_items(&result["thread"])})
+                } else {
+                    json!({"agent_id": agent, "error": format!("no subagent {agent} in this session")})
+                };
+                self.emit(event("subagent_transcript", fields)).await
+            }
+            Request::McpLogin(name) => match result.get("authorizationUrl").and_then(Value::as_str)
+            {
+                Some(url) => {
+                    self.emit(event("mcp_login", json!({"name": name, "url": url})))
+                        .await
+                }
+                None => {
+                    self.emit(error(format!(
+                        "Codex gave no sign-in address for the MCP server {name}"
+                    )))
+                    .await
+                }
+            },
             Request::Plain(_) => true,
         }
     }
@@ -729,8 +901,16 @@ impl Codex {
                 .and_then(Value::as_str)
                 .map(str::to_string);
         }
-        let provider = result
+        self.provider = result
             .get("modelProvider")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.effort = result
+            .get("reasoningEffort")
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.service_tier = result
+            .get("serviceTier")
             .and_then(Value::as_str)
             .map(str::to_string);
         let startup = event(
@@ -746,10 +926,12 @@ impl Codex {
                 "context_window": null,
             }),
         );
-        let model = self.model_status(provider.as_deref(), result.get("reasoningEffort"));
+        let model = self.model_status();
         let commands = json!({"commands": [
             {"command": "/model", "marker": "codex", "args": "[model]", "description": "Show or pick the model (from the next turn)"},
             {"command": "/login", "marker": "codex", "args": "", "description": "Sign Codex in to ChatGPT with a device code"},
+            {"command": "/fast", "marker": "codex", "args": "[on|off]", "description": "Fast mode: the priority service tier (from the next turn)"},
+            {"command": "/thinking", "marker": "codex", "args": "[on|off]", "description": "Show the model's reasoning summaries (from the next turn)"},
         ]});
         let mode = event("approval_mode", json!({ "mode": self.mode.as_str() }));
         let ok = self.sink.state(startup).await
@@ -772,6 +954,23 @@ impl Codex {
             }
         }
         self.next_queued().await
+    }
+
+    /// The main thread's collab tool call (spawn, wait, close…): only the runs change.
+    async fn collab_call(&mut self, item: &Value) -> bool {
+        !self.agents.collab_call(item) || self.runs_changed().await
+    }
+
+    async fn runs_changed(&mut self) -> bool {
+        let runs = self.agents.event();
+        self.sink.state(runs).await
+    }
+
+    /// `subagent_transcript`: the child thread as Codex keeps it, when it is one of ours.
+    async fn subagent_transcript(&mut self, agent: String) -> bool {
+        let params = json!({"threadId": agent, "includeTurns": true});
+        self.request(Request::ReadAgent(agent), "thread/read", params)
+            .await
     }
 
     async fn turn_known(&mut self, turn: String) -> bool {
@@ -802,30 +1001,60 @@ impl Codex {
     }
 
     async fn on_notification(&mut self, method: &str, params: &Value) -> bool {
+        match method {
+            "mcpServer/oauthLogin/completed" => {
+                let name = params.get("name").map(text_of).unwrap_or_default();
+                let said = match params.get("success").and_then(Value::as_bool) {
+                    Some(true) => info(format!("MCP server {name}: signed in")),
+                    _ => {
+                        let why = params
+                            .get("error")
+                            .filter(|e| !e.is_null())
+                            .map(text_of)
+                            .unwrap_or_else(|| "not signed in".into());
+                        error(format!("MCP server {name}: sign-in failed: {why}"))
+                    }
+                };
+                return self.emit(said).await && self.mcp_list().await;
+            }
+            "account/login/completed" => {
+                let said = match params.get("success").and_then(Value::as_bool) {
+                    Some(true) => info("Codex is signed in to ChatGPT"),
+                    _ => {
+                        let why = params
+                            .get("error")
+                            .filter(|e| !e.is_null())
+                            .map(text_of)
+                            .unwrap_or_else(|| "not signed in".into());
+                        error(format!("Codex sign-in failed: {why}"))
+                    }
+                };
+                return self.emit(said).await;
+            }
+            _ => {}
+        }
         if method == "thread/started" {
             let id = params
                 .pointer("/thread/id")
                 .and_then(Value::as_str)
                 .unwrap_or("");
             if self.thread.as_deref().is_some_and(|t| t != id) && !id.is_empty() {
-                let lifecycle = event(
-                    "subagent_lifecycle",
-                    json!({"path": id, "status": "started", "message": params.pointer("/thread/preview").map(text_of)}),
-                );
-                return self.emit(lifecycle).await;
+                // A subagent's own thread: it feeds agent_runs, never the conversation.
+                return match self.agents.started(&params["thread"]) {
+                    Some(lifecycle) => self.emit(lifecycle).await && self.runs_changed().await,
+                    None => true,
+                };
             }
             return true;
         }
         if !self.ours(params) {
-            if method == "turn/completed" {
-                let id = params.get("threadId").and_then(Value::as_str).unwrap_or("");
-                let lifecycle = event(
-                    "subagent_lifecycle",
-                    json!({"path": id, "status": params.pointer("/turn/status"), "message": null}),
-                );
-                return self.emit(lifecycle).await;
+            let (changed, lifecycle) = self.agents.child_event(method, params);
+            if let Some(lifecycle) = lifecycle
+                && !self.emit(lifecycle).await
+            {
+                return false;
             }
-            return true;
+            return !changed || self.runs_changed().await;
         }
         match method {
             "turn/started" => match params.pointer("/turn/id").and_then(Value::as_str) {
@@ -834,6 +1063,15 @@ impl Codex {
             },
             "item/started" => self.item_started(&params["item"]).await,
             "item/completed" => self.item_completed(&params["item"]).await,
+            "item/fileChange/patchUpdated" => {
+                if let (Some(item), Some(changes)) = (
+                    params.get("itemId").and_then(Value::as_str),
+                    params.get("changes"),
+                ) {
+                    self.file_changes.insert(item.to_string(), changes.clone());
+                }
+                true
+            }
             "item/agentMessage/delta" => {
                 if let Some(item) = params.get("itemId").and_then(Value::as_str) {
                     self.delta_items.insert(item.to_string());
@@ -917,13 +1155,19 @@ impl Codex {
             "agentMessage" => return self.emit(event("assistant_start", json!({}))).await,
             "reasoning" => return self.emit(event("thinking_start", json!({}))).await,
             "commandExecution" => "bash".to_string(),
-            "fileChange" => file_tool(item).to_string(),
+            "fileChange" => {
+                if let Some(changes) = item.get("changes") {
+                    self.file_changes.insert(id.clone(), changes.clone());
+                }
+                file_tool(item).to_string()
+            }
             "mcpToolCall" => item
                 .get("tool")
                 .and_then(Value::as_str)
                 .unwrap_or("mcp")
                 .to_string(),
             "webSearch" => "web_search".to_string(),
+            "collabAgentToolCall" => return self.collab_call(item).await,
             _ => return true,
         };
         self.tools.insert(id.clone(), name.clone());
@@ -998,10 +1242,12 @@ impl Codex {
                 ),
             },
             "webSearch" => (item.get("query").map(text_of).unwrap_or_default(), false),
+            "collabAgentToolCall" => return self.collab_call(item).await,
             _ => return true,
         };
         let name = self.tools.remove(&id).unwrap_or_else(|| "tool".into());
         self.approvals.withdraw(&id);
+        self.file_changes.remove(&id);
         self.emit(event(
             "tool_output",
             json!({"call_id": id, "name": name, "output": truncate(&output, 100_000), "is_error": is_error}),
@@ -1072,12 +1318,33 @@ impl Codex {
                            "reason": params.get("reason")}),
                 )
             }
-            "item/fileChange/requestApproval" => (
-                Kind::File,
-                json!({"name": "str_replace",
-                       "summary": params.get("reason").map(text_of).unwrap_or_else(|| "apply a file change".into()),
-                       "scopes": ["session"]}),
-            ),
+            "item/fileChange/requestApproval" => {
+                // The request names the item; its changes came with `item/started`.
+                let changes = self
+                    .file_changes
+                    .get(&call_id)
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let hunks = crate::codex_hunks::hunks(&changes, &self.cwd);
+                let ids = hunks
+                    .iter()
+                    .filter_map(|h| h["id"].as_str().map(str::to_string))
+                    .collect();
+                let summary = params
+                    .get("reason")
+                    .filter(|r| !r.is_null())
+                    .map(text_of)
+                    .unwrap_or_else(|| file_summary(&changes));
+                let hunks = if hunks.is_empty() {
+                    Value::Null
+                } else {
+                    json!(hunks)
+                };
+                (
+                    Kind::File { hunks: ids },
+                    json!({"name": file_tool_of(&changes), "summary": summary, "scopes": ["session"], "hunks": hunks}),
+                )
+            }
             "item/permissions/requestApproval" => (
                 Kind::Permissions,
                 json!({"name": "permissions",
@@ -1103,7 +1370,10 @@ impl Codex {
             }
         };
         if self.mode == ApprovalMode::FullAccess
-            && matches!(kind, Kind::Command { .. } | Kind::File | Kind::Permissions)
+            && matches!(
+                kind,
+                Kind::Command { .. } | Kind::File { .. } | Kind::Permissions
+            )
         {
             let allow = Answer {
                 call_id: call_id.clone(),
@@ -1145,7 +1415,7 @@ fn answer_body(kind: &Kind, answer: &Answer) -> Result<Value, String> {
             };
             json!({ "decision": decision })
         }
-        Kind::File | Kind::Permissions => {
+        Kind::File { .. } | Kind::Permissions => {
             let decision = match (answer.allow, answer.always) {
                 (false, _) => "decline",
                 (true, true) => "acceptForSession",
@@ -1169,6 +1439,39 @@ fn answer_body(kind: &Kind, answer: &Answer) -> Result<Value, String> {
     })
 }
 
+/// An `approve` op's `hunks`: absent, or a list of hunk ids.
+fn hunk_choice(op: &Object) -> Result<Option<Vec<String>>, String> {
+    match op.get("hunks") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|h| h.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| "hunks must be an array of hunk id strings".into()),
+        Some(_) => Err("hunks must be an array of hunk id strings".into()),
+    }
+}
+
+/// "edit a.rs, b.rs" for a file change card Codex gave no reason for.
+fn file_summary(changes: &Value) -> String {
+    let files: Vec<&str> = changes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("path").and_then(Value::as_str))
+        .collect();
+    if files.is_empty() {
+        "apply a file change".into()
+    } else {
+        truncate(&format!("edit {}", files.join(", ")), 400)
+    }
+}
+
+fn file_tool_of(changes: &Value) -> &'static str {
+    file_tool(&json!({ "changes": changes }))
+}
+
 /// `write` for a change that only adds files, `str_replace` otherwise.
 fn file_tool(item: &Value) -> &'static str {
     let changes = item.get("changes").and_then(Value::as_array);
@@ -1185,15 +1488,18 @@ fn file_tool(item: &Value) -> &'static str {
 }
 
 fn mcp_entry(server: &Value) -> Value {
+    // `runtimeStatus` is the thread's live connection (null when Codex does not know it yet).
     let status = server
-        .get("status")
+        .get("runtimeStatus")
+        .filter(|s| !s.is_null())
+        .or(server.get("status"))
         .or(server.get("state"))
         .or(server.get("authStatus"))
         .and_then(Value::as_str)
         .unwrap_or("connected");
     let state = match status {
-        "connected" | "ready" | "loggedIn" | "bearerToken" | "unsupported" => "connected",
-        "starting" | "connecting" => "connecting",
+        "connected" | "ready" | "loggedIn" | "bearerToken" | "unsupported" | "oAuth" => "connected",
+        "starting" | "connecting" | "notStarted" => "connecting",
         "disabled" => "disabled",
         _ => "failed",
     };
@@ -1210,7 +1516,11 @@ fn mcp_entry(server: &Value) -> Value {
     };
     let mut entry = json!({"name": server.get("name").map(text_of).unwrap_or_default(), "transport": "codex", "state": state, "tools": tools});
     if state == "failed" {
-        entry["error"] = json!(status);
+        entry["error"] = server
+            .get("toolsError")
+            .filter(|e| !e.is_null())
+            .cloned()
+            .unwrap_or_else(|| json!(status));
     }
     entry
 }

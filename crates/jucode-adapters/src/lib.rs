@@ -11,9 +11,15 @@
 //! plumbing) and `turns` (the message queue and approvals every adapter keeps).
 
 pub mod acp;
+mod acp_terminal;
 mod child;
 pub mod claude;
+mod claude_extras;
+mod claude_hunks;
+mod claude_runs;
 pub mod codex;
+mod codex_agents;
+mod codex_hunks;
 pub mod discover;
 pub mod history;
 pub mod options;

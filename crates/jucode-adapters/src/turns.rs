@@ -43,6 +43,12 @@ impl Sink {
         self.emit(event).await
     }
 
+    /// Sends a state event even when unchanged: it answers a client's request.
+    pub(crate) async fn answer(&mut self, event: Event) -> bool {
+        self.last.insert(event.kind().to_string(), event.clone());
+        self.emit(event).await
+    }
+
     pub(crate) async fn exited(&mut self, error: Option<String>) {
         let _ = self.tx.send(EngineOutput::Exited { error }).await;
     }

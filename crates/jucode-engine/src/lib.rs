@@ -66,6 +66,13 @@ pub trait EngineFactory: Send + Sync {
     /// engine's own tasks, reported through its events.
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError>;
 
+    /// Whether a session of this engine is open only at its first `startup` event (Codex
+    /// opens its thread after the process is up). The hub then answers `session_create` at
+    /// that event, or with an error when the engine stops before it.
+    fn opens_at_startup(&self) -> bool {
+        false
+    }
+
     /// Conversations this kind of engine saved for `cwd`, whoever ran them (a TUI, another
     /// tool), newest first: what `session_history` lists beside the daemon's own sessions.
     fn saved_conversations(&self, cwd: &std::path::Path) -> Vec<SavedConversation> {

@@ -10,6 +10,10 @@
 //! - `RUN: <cmd>` → one shell tool call running `<cmd>` (for Codex it asks for escalation, so
 //!   Codex asks for approval under `on-request`); `SANDBOXED: <cmd>` → the same without
 //!   escalation;
+//! - `PATCH: <patch>` (its lines joined by a literal `\n`) → a shell call of
+//!   `apply_patch <<'EOF' … EOF`, which Codex turns into a file change;
+//! - `AGENT: <prompt>` (Anthropic, when an Agent or Task tool is offered) → one subagent call
+//!   with that prompt;
 //! - `HANG: …` → the start of a text answer (`working on it`), then the stream stays open until
 //!   the client goes away or the server stops, so a test can interrupt a streaming turn;
 //! - anything else → the text `user said: <text>`.
@@ -272,7 +276,15 @@ async fn handle(
 /// What the fake model answers.
 #[derive(Debug, Clone, PartialEq)]
 enum Plan {
-    Tool { command: String, escalate: bool },
+    Tool {
+        command: String,
+        escalate: bool,
+    },
+    /// Any other tool call (Anthropic only): `AGENT: <prompt>` starts a subagent.
+    Call {
+        name: String,
+        input: Value,
+    },
     Text(String),
     Hang,
 }
@@ -280,7 +292,7 @@ enum Plan {
 impl Plan {
     fn kind(&self) -> &'static str {
         match self {
-            Plan::Tool { .. } => "tool",
+            Plan::Tool { .. } | Plan::Call { .. } => "tool",
             Plan::Text(_) => "text",
             Plan::Hang => "hang",
         }
@@ -322,6 +334,14 @@ fn decide(user_text: &str, tool_output: Option<&str>, has_shell: bool) -> Plan {
         if let Some(command) = command_after(&text, "SANDBOXED:") {
             return Plan::Tool {
                 command,
+                escalate: false,
+            };
+        }
+        // `PATCH: <patch>` (lines joined by the two characters `\n`) → Codex's apply_patch
+        // through the shell, which Codex turns into a file change of its own.
+        if let Some(patch) = command_after(&text, "PATCH:") {
+            return Plan::Tool {
+                command: format!("apply_patch <<'EOF'\n{}\nEOF", patch.replace("\\n", "\n")),
                 escalate: false,
             };
         }
@@ -389,6 +409,17 @@ fn anthropic_plan(body: &Value) -> Plan {
         .find(|b| b["type"] == "tool_result")
         .map(|b| tool_result_text(&b["content"]));
     let user_text = anthropic_text(&last["content"]);
+    // `AGENT: <prompt>` → one subagent call (Claude Code's tool is Agent, or Task before).
+    if tool_output.is_none()
+        && let Some(name) = tools.iter().find(|t| **t == "Agent" || **t == "Task")
+        && let Some(prompt) = command_after(&strip_reminders(&user_text), "AGENT:")
+    {
+        return Plan::Call {
+            name: name.to_string(),
+            input: json!({"description": "Fake subagent", "prompt": prompt,
+                          "subagent_type": "general-purpose"}),
+        };
+    }
     let has_bash = tools.contains(&"Bash");
     let plan = decide(&user_text, tool_output.as_deref(), has_bash);
     if has_bash {
@@ -424,6 +455,10 @@ fn anthropic_message(shared: &Shared, body: &Value, plan: &Plan) -> Value {
         Plan::Tool { command, .. } => (
             json!({"type": "tool_use", "id": shared.id("toolu"), "name": "Bash",
                    "input": {"command": command, "description": format!("Run {command}")}}),
+            "tool_use",
+        ),
+        Plan::Call { name, input } => (
+            json!({"type": "tool_use", "id": shared.id("toolu"), "name": name, "input": input}),
             "tool_use",
         ),
         Plan::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),

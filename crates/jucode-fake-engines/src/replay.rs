@@ -401,6 +401,18 @@ impl<W: Write> Replay<W> {
                     {
                         return mismatch("wrong control request");
                     }
+                    // The arguments that name what a request is about, where recorded.
+                    Some("control_request")
+                        if ["settings", "task_id", "question", "title"]
+                            .iter()
+                            .any(|k| {
+                                let key = format!("/request/{k}");
+                                expected.pointer(&key).is_some()
+                                    && actual.pointer(&key) != expected.pointer(&key)
+                            }) =>
+                    {
+                        return mismatch("wrong control request arguments");
+                    }
                     Some("user") => {
                         let want = content_text(expected.pointer("/message/content"));
                         let got = content_text(actual.pointer("/message/content"));
@@ -434,10 +446,31 @@ impl<W: Write> Replay<W> {
                             .pointer("/params/threadId")
                             .map(Value::to_string)
                             .unwrap_or_default(),
+                        Some("thread/read") => v
+                            .pointer("/params/threadId")
+                            .map(Value::to_string)
+                            .unwrap_or_default(),
+                        Some("mcpServer/oauth/login") => v
+                            .pointer("/params/name")
+                            .map(Value::to_string)
+                            .unwrap_or_default(),
+                        Some("account/login/start") => v
+                            .pointer("/params/type")
+                            .map(Value::to_string)
+                            .unwrap_or_default(),
                         _ => String::new(),
                     };
                     if text_of_request(expected) != text_of_request(actual) {
                         return mismatch("wrong request content");
+                    }
+                    // Per-turn settings (Codex service tier, reasoning summary), where recorded.
+                    for field in ["serviceTier", "summary"] {
+                        let pointer = format!("/params/{field}");
+                        if let Some(want) = expected.pointer(&pointer)
+                            && actual.pointer(&pointer) != Some(want)
+                        {
+                            return mismatch("wrong turn setting");
+                        }
                     }
                     if expected.get("id").is_some() != actual.get("id").is_some() {
                         return mismatch("request/notification mix-up");
@@ -453,12 +486,36 @@ impl<W: Write> Replay<W> {
                     if actual.pointer(decision) != expected.pointer(decision) {
                         return mismatch("wrong decision");
                     }
+                    if expected.get("error").is_some() != actual.get("error").is_some() {
+                        return mismatch("an error where a result was expected, or the reverse");
+                    }
+                    // What a client-side tool (ACP terminal) answered, where recorded.
+                    for field in RESULT_FIELDS {
+                        let pointer = format!("/result/{field}");
+                        if let Some(want) = expected.pointer(&pointer)
+                            && actual.pointer(&pointer) != Some(want)
+                        {
+                            return mismatch("wrong result");
+                        }
+                    }
                 }
             }
         }
         Ok(())
     }
 }
+
+/// Result fields of a client's answer checked when the recording has them (the ACP client's
+/// terminals and files: what the command printed and how it ended).
+const RESULT_FIELDS: &[&str] = &[
+    "output",
+    "truncated",
+    "exitStatus",
+    "exitCode",
+    "signal",
+    "content",
+    "terminalId",
+];
 
 /// The id of a request the engine itself sent (one its client must answer).
 fn own_request_id(flavor: Flavor, frame: &Value) -> Option<String> {

@@ -77,6 +77,9 @@ fn default_engine() -> String {
     "jucode".into()
 }
 
+/// Live sets other engines replace as a whole, kept for a watcher's snapshot as well.
+const ENGINE_STATE_EVENTS: &[&str] = &["background_tasks", "agent_runs"];
+
 /// What the daemon keeps of a session's events to rebuild a watcher's snapshot.
 #[derive(Default)]
 struct View {
@@ -89,7 +92,7 @@ struct View {
 impl View {
     fn apply(&mut self, event: &Event) {
         let kind = event.kind();
-        if STATE_EVENTS.contains(&kind) {
+        if STATE_EVENTS.contains(&kind) || ENGINE_STATE_EVENTS.contains(&kind) {
             self.state.insert(kind.to_string(), event.clone());
             return;
         }
@@ -157,6 +160,9 @@ struct Session {
     watchers: BTreeSet<ClientId>,
     busy: bool,
     view: View,
+    /// The `session_create` reply held until the engine's first `startup` (see
+    /// `EngineFactory::opens_at_startup`): the client and its request id.
+    created: Option<(ClientId, Option<Value>)>,
 }
 
 impl Session {
@@ -185,6 +191,7 @@ impl Session {
             watchers: BTreeSet::new(),
             busy: false,
             view: View::default(),
+            created: None,
         }
     }
 
@@ -610,7 +617,7 @@ impl Hub {
                 .ok_or("session_create needs cwd, agent or chat: true")?;
             self.resolve_user_path(&cwd)?
         };
-        self.engine_factory(&engine)?;
+        let opens_at_startup = self.engine_factory(&engine)?.opens_at_startup();
         let session = new_uuid().map_err(|e| e.to_string())?;
         let at = now_ms();
         let mut inner = self.lock();
@@ -634,8 +641,14 @@ impl Hub {
             inner.broadcast_sessions();
             return Err(e);
         }
-        let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
-        inner.clients.send(client, &reply);
+        if opens_at_startup {
+            if let Some(s) = inner.sessions.map.get_mut(&session) {
+                s.created = Some((client, id));
+            }
+        } else {
+            let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
+            inner.clients.send(client, &reply);
+        }
         inner.broadcast_sessions();
         Ok(())
     }
@@ -755,6 +768,14 @@ impl Hub {
             at,
         })?;
         if let Some(s) = inner.sessions.map.get_mut(session) {
+            // Claude Code and Codex keep the name too (`claude --resume` lists it).
+            if let Some(title) = title
+                .as_deref()
+                .map(str::trim)
+                .filter(|t| !t.is_empty() && matches!(s.engine.as_str(), "claude" | "codex"))
+            {
+                s.send(json!({"op": "rename", "title": title}));
+            }
             apply_meta(s, title, archived, hidden, group);
             s.updated_at = at;
         }
@@ -915,6 +936,10 @@ impl Hub {
         }
         match output {
             EngineOutput::Event(event) => {
+                let created = match event.kind() {
+                    "startup" => s.created.take(),
+                    _ => None,
+                };
                 let was_busy = s.busy;
                 s.view.apply(&event);
                 let mut title = None;
@@ -965,6 +990,11 @@ impl Hub {
                     tracing::error!("{e}");
                     false
                 });
+                if let Some((client, id)) = created {
+                    let session = session.to_string();
+                    let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
+                    inner.clients.send(client, &reply);
+                }
                 let frame = Value::Object(event.with_session(session).0);
                 inner.broadcast(&frame);
                 if changed {
@@ -977,8 +1007,17 @@ impl Hub {
             }
             EngineOutput::Exited { error } => {
                 let running = s.running.take();
+                let created = s.created.take();
                 s.busy = false;
                 s.watchers.clear();
+                if let Some((client, id)) = created {
+                    let why = error.as_deref().unwrap_or("it stopped");
+                    let reply = to_value(&Reply::error(
+                        id,
+                        format!("the session could not be opened: {why}"),
+                    ));
+                    inner.clients.send(client, &reply);
+                }
                 if let Some(error) = &error {
                     tracing::warn!(session, "engine stopped: {error}");
                     let frame = json!({
@@ -1017,7 +1056,7 @@ impl Hub {
 /// runs, open approvals, and the attended state.
 fn snapshot(s: &Session) -> Vec<Event> {
     let mut out = Vec::new();
-    for kind in STATE_EVENTS {
+    for kind in STATE_EVENTS.iter().chain(ENGINE_STATE_EVENTS) {
         if let Some(event) = s.view.state.get(*kind) {
             out.push(event.clone().with_session(&s.id));
         }
@@ -1096,5 +1135,20 @@ mod tests {
         view.apply(&serde_json::from_value(json!({"type":"tool_output","call_id":"c1","name":"bash","output":"ok","is_error":false})).unwrap());
         assert!(view.approvals.is_empty());
         assert!(view.state.contains_key("model_status"));
+    }
+
+    #[test]
+    fn the_view_keeps_the_latest_agent_runs_and_background_tasks() {
+        let mut view = View::default();
+        for e in [
+            json!({"type":"agent_runs","workflows":[],"agents":[{"id":"a1"}]}),
+            json!({"type":"agent_runs","workflows":[],"agents":[{"id":"a2"}]}),
+            json!({"type":"background_tasks","tasks":[{"id":"b1"}]}),
+        ] {
+            view.apply(&serde_json::from_value(e).unwrap());
+        }
+        assert_eq!(view.state["agent_runs"].0["agents"][0]["id"], "a2");
+        assert_eq!(view.state["background_tasks"].0["tasks"][0]["id"], "b1");
+        assert!(view.transcript.is_empty());
     }
 }

@@ -1,0 +1,284 @@
+//! The Claude-only ops against the real Claude Code (the pinned version) through its adapter,
+//! with the fake model server on loopback: the control requests they send must be ones the
+//! real CLI takes, and its answers must come out as the serve-v2 events.
+//!
+//! Slow and needing the real CLI, so ignored. Install it, then run:
+//!   bash scripts/install-engines.sh
+//!   cargo nextest run -p jucode-fake-engines --run-ignored only -E 'binary(real_claude_extras)'
+//! The CLI is `CLAUDE_BIN` or else `target/peers/npm/node_modules/.bin/claude`; when it is
+//! missing the tests fail naming the install script.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use jucode_adapters::AdapterConfig;
+use jucode_adapters::claude::ClaudeEngine;
+use jucode_engine::EngineHandle;
+use jucode_fake_engines::fake_model::FakeModelServer;
+use serde_json::{Value, json};
+
+const INSTALL: &str = "bash scripts/install-engines.sh";
+const SESSION: &str = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a";
+
+fn claude_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CLAUDE_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(bin);
+    }
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/peers/npm/node_modules/.bin/claude");
+    assert!(
+        bin.exists(),
+        "Claude Code is not installed at {}: run `{INSTALL}` (or set CLAUDE_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    model: FakeModelServer,
+}
+
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        World {
+            dir,
+            model: FakeModelServer::start().await.unwrap(),
+        }
+    }
+
+    fn options(&self, extra: Value) -> Value {
+        let home = self.dir.path().join("home");
+        let env = json!({
+            "HOME": home.display().to_string(),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "SHELL": "/bin/bash",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "ANTHROPIC_BASE_URL": self.model.base_url(),
+            "ANTHROPIC_API_KEY": "test",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CONFIG_DIR": home.join(".claude").display().to_string(),
+        });
+        let mut options = json!({"bin": claude_bin().display().to_string(), "env": env, "approval_mode": "manual"});
+        if let Value::Object(extra) = extra {
+            for (k, v) in extra {
+                options[k] = v;
+            }
+        }
+        options
+    }
+
+    fn start(&self, extra: Value) -> EngineHandle {
+        let home = self.dir.path().join("home");
+        let options = self.options(extra);
+        let engine = ClaudeEngine::new(AdapterConfig {
+            jucode_home: self.dir.path().join("jucode"),
+            user_home: home,
+        });
+        start(
+            &engine,
+            SESSION,
+            &self.dir.path().join("work"),
+            options,
+            false,
+        )
+    }
+}
+
+/// The first event of `kind`, failing on an error event before it.
+async fn answer(h: &mut EngineHandle, kind: &str) -> Value {
+    let events = until(h, kind).await;
+    for e in &events {
+        assert_ne!(e["type"], "error", "{e}");
+    }
+    events.last().cloned().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
+async fn claude_only_ops_against_the_real_cli() {
+    let world = World::new().await;
+    let mut h = world.start(json!({}));
+    until(&mut h, "command_list").await;
+
+    send(&h, json!({"op":"task_output","task_id":"b0gus1"}));
+    let out = answer(&mut h, "task_output").await;
+    assert_eq!(out["task_id"], "b0gus1");
+    assert!(
+        out["error"]
+            .as_str()
+            .unwrap()
+            .contains("no shell or Monitor task"),
+        "{out}"
+    );
+
+    send(&h, json!({"op":"permission_rules"}));
+    let rules = answer(&mut h, "permission_rules").await;
+    assert!(
+        rules["rules"].is_array() && rules["directories"].is_array(),
+        "{rules}"
+    );
+
+    send(&h, json!({"op":"context_usage"}));
+    let usage = answer(&mut h, "context_breakdown").await;
+    assert!(usage["max_tokens"].as_u64().unwrap() > 0, "{usage}");
+    assert!(
+        usage["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == "free_space"),
+        "{usage}"
+    );
+
+    send(&h, json!({"op":"command","input":"/effort high"}));
+    let status = answer(&mut h, "model_status").await;
+    assert_eq!(status["reasoning_effort"], "high");
+    send(&h, json!({"op":"command","input":"/effort ultracode on"}));
+    let status = answer(&mut h, "model_status").await;
+    assert_eq!(status["ultracode"], true);
+    assert_eq!(status["ultracode_available"], true);
+    send(&h, json!({"op":"command","input":"/thinking off"}));
+    let status = answer(&mut h, "model_status").await;
+    assert_eq!(status["thinking_summaries"], false);
+    send(&h, json!({"op":"command","input":"/fast on"}));
+    let status = answer(&mut h, "model_status").await;
+    assert!(status["fast_state"].is_string(), "{status}");
+
+    send(&h, json!({"op":"rename","title":"Real rename"}));
+    let title = answer(&mut h, "session_title").await;
+    assert_eq!(title["title"], "Real rename");
+
+    send(&h, json!({"op":"agent_runs"}));
+    let runs = answer(&mut h, "agent_runs").await;
+    assert_eq!(runs["agents"], json!([]));
+    send(&h, json!({"op":"subagent_transcript","agent_id":"nope"}));
+    let t = answer(&mut h, "subagent_transcript").await;
+    assert!(t["error"].is_string(), "{t}");
+
+    send(
+        &h,
+        json!({"op":"command","input":"/btw what is the answer?"}),
+    );
+    let side = answer(&mut h, "side_answer").await;
+    assert_eq!(side["question"], "what is the answer?");
+    assert!(
+        side["answer"].is_string() || side["error"].is_string(),
+        "{side}"
+    );
+    assert_eq!(close(h).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
+async fn claude_start_options_survive_a_full_access_restart() {
+    let world = World::new().await;
+    let mut h = world.start(json!({"ultracode": true, "thinking": false}));
+    loop {
+        let e = next(&mut h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        if e["type"] == "model_status" && e["ultracode_available"].is_boolean() {
+            assert_eq!(e["ultracode"], true);
+            assert_eq!(e["thinking_summaries"], false);
+            break;
+        }
+    }
+    send(&h, json!({"op":"set_approval_mode","mode":"full-access"}));
+    let mode = answer(&mut h, "approval_mode").await;
+    assert_eq!(mode["mode"], "full-access");
+    // The new process is told the session's settings again and confirms them.
+    send(&h, json!({"op":"command","input":"/effort"}));
+    loop {
+        let e = next(&mut h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        if e["type"] == "model_status" && e["ultracode_available"].is_boolean() {
+            assert_eq!(e["ultracode"], true);
+            assert_eq!(e["thinking_summaries"], false);
+            break;
+        }
+    }
+    assert_eq!(close(h).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
+async fn claude_a_subagent_is_traced_and_its_transcript_read() {
+    let world = World::new().await;
+    let mut h = world.start(json!({}));
+    until(&mut h, "command_list").await;
+    // The fake model answers `AGENT: <prompt>` with an Agent call; Claude Code runs it in the
+    // background and its subagent answers `user said: say hi`.
+    send(&h, json!({"op":"user_message","content":"AGENT: say hi"}));
+    let (mut ready, mut done) = (false, None);
+    while !(ready && done.is_some()) {
+        let e = next(&mut h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        if e["type"] == "approval_request" {
+            send(
+                &h,
+                json!({"op":"approve","call_id":e["call_id"],"decision":"allow"}),
+            );
+        }
+        ready |= e["type"] == "status" && e["message"] == "ready";
+        if e["type"] == "agent_runs" && e["agents"][0]["tokens"].as_u64().unwrap_or(0) > 0 {
+            done = Some(e);
+        }
+    }
+    let runs = done.unwrap();
+    let agent = &runs["agents"][0];
+    assert_eq!(agent["label"], "Fake subagent", "{runs}");
+    assert_eq!(agent["type"], "general-purpose");
+    assert_eq!(agent["status"], "completed");
+    assert_eq!(agent["model"], "claude-opus-5-5");
+    assert!(agent["tool_use_id"].as_str().unwrap().starts_with("toolu_"));
+    let id = agent["id"].as_str().unwrap().to_string();
+    assert_ne!(Some(id.as_str()), agent["tool_use_id"].as_str());
+
+    // The saved file is the same run, not a second one.
+    send(&h, json!({"op":"agent_runs"}));
+    let again = answer(&mut h, "agent_runs").await;
+    assert_eq!(again["agents"].as_array().unwrap().len(), 1, "{again}");
+    assert_eq!(close(h).await, None);
+
+    // A new process lists it from what Claude Code saved.
+    let engine = ClaudeEngine::new(AdapterConfig {
+        jucode_home: world.dir.path().join("jucode"),
+        user_home: world.dir.path().join("home"),
+    });
+    let mut options = world.options(json!({}));
+    options["approval_mode"] = json!("manual");
+    let mut h = start(
+        &engine,
+        SESSION,
+        &world.dir.path().join("work"),
+        options,
+        true,
+    );
+    let saved = answer(&mut h, "agent_runs").await;
+    let agent = &saved["agents"][0];
+    assert_eq!(agent["id"], id.as_str());
+    assert_eq!(agent["label"], "Fake subagent");
+    assert_eq!(agent["type"], "general-purpose");
+    assert_eq!(agent["model"], "claude-opus-5-5");
+    // Claude Code writes transcripts in batches; after its exit the file is complete.
+    send(&h, json!({"op":"subagent_transcript","agent_id":id}));
+    let t = answer(&mut h, "subagent_transcript").await;
+    let items = t["items"].as_array().unwrap();
+    assert_eq!(
+        items.first().unwrap(),
+        &json!({"role":"user","content":"say hi"}),
+        "{t}"
+    );
+    assert!(
+        items.contains(&json!({"role":"assistant","content":"user said: say hi"})),
+        "{t}"
+    );
+    assert_eq!(close(h).await, None);
+}

@@ -1,0 +1,291 @@
+//! The real Codex CLI behind the adapter for the Codex-only ops: MCP servers (list, reconnect,
+//! sign-in refused for a stdio server) and fast mode / thinking summaries reaching the model
+//! request. Against the fake model server on loopback, like `real_clis.rs`.
+//!
+//! Slow and needing the real CLI, so ignored. Install it and build the MCP test server, then:
+//!   bash scripts/install-engines.sh
+//!   cargo build -p jucode-mcp-testserver
+//!   cargo nextest run -p jucode-fake-engines --run-ignored only -E 'binary(real_codex_extras)'
+//! A missing CLI fails the test with a message naming the install script.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use jucode_adapters::AdapterConfig;
+use jucode_adapters::codex::CodexEngine;
+use jucode_engine::EngineHandle;
+use jucode_fake_engines::fake_model::FakeModelServer;
+use serde_json::{Value, json};
+
+const INSTALL: &str = "bash scripts/install-engines.sh";
+const SESSION: &str = "7e2f3a4b-5c6d-4e7f-8091-a2b3c4d5e6f7";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn codex_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CODEX_BIN").filter(|b| !b.is_empty()) {
+        return PathBuf::from(bin);
+    }
+    let bin = root().join("target/peers/npm/node_modules/.bin/codex");
+    assert!(
+        bin.exists(),
+        "codex is not installed at {}: run `{INSTALL}` (or set CODEX_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+/// `jucode-mcp-echo`, built into the same target dir as this test.
+fn mcp_echo() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("jucode-mcp-echo");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p jucode-mcp-testserver`",
+        bin.display()
+    );
+    bin
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    model: FakeModelServer,
+}
+
+impl World {
+    async fn new() -> World {
+        // Under the target dir, not /tmp: Codex refuses to set up its helpers under /tmp.
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        std::fs::create_dir_all(dir.path().join("work")).unwrap();
+        std::fs::create_dir_all(dir.path().join("home/.codex")).unwrap();
+        let model = FakeModelServer::start().await.unwrap();
+        World { dir, model }
+    }
+
+    fn cwd(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// Starts Codex on `model` with the fake model server as its provider and `extra`
+    /// appended to config.toml.
+    fn start(&self, model: &str, extra: &str) -> EngineHandle {
+        let home = self.dir.path().join("home");
+        let codex_home = home.join(".codex");
+        let config = format!(
+            r#"model = "{model}"
+model_provider = "fake"
+check_for_update_on_startup = false
+
+[model_providers.fake]
+name = "Fake local provider"
+base_url = "{}/v1"
+wire_api = "responses"
+env_key = "FAKE_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+apps = false
+{extra}"#,
+            self.model.base_url()
+        );
+        std::fs::write(codex_home.join("config.toml"), config).unwrap();
+        let engine = CodexEngine::new(AdapterConfig {
+            jucode_home: self.dir.path().join("jucode"),
+            user_home: home.clone(),
+        });
+        let env = json!({
+            "HOME": home.display().to_string(),
+            "CODEX_HOME": codex_home.display().to_string(),
+            "FAKE_API_KEY": "test",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "RUST_LOG": "warn",
+        });
+        start(
+            &engine,
+            SESSION,
+            &self.cwd(),
+            json!({"bin": codex_bin().display().to_string(), "env": env, "approval_mode": "manual"}),
+            false,
+        )
+    }
+}
+
+/// The next event of `kind`, skipping others.
+async fn next_of(h: &mut EngineHandle, kind: &str) -> Value {
+    until(h, kind).await.pop().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
+async fn codex_mcp_servers_are_listed_reloaded_and_a_stdio_sign_in_is_refused() {
+    let world = World::new().await;
+    let extra = format!(
+        "\n[mcp_servers.echo]\ncommand = \"{}\"\n",
+        mcp_echo().display()
+    );
+    let mut h = world.start("fake-model", &extra);
+    until(&mut h, "approval_mode").await;
+
+    send(&h, json!({"op":"mcp_list"}));
+    let list = next_of(&mut h, "mcp_servers").await;
+    let echo = list["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "echo")
+        .unwrap_or_else(|| panic!("no echo server: {list}"))
+        .clone();
+    let tools: Vec<&str> = echo["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"echo"), "{echo}");
+
+    send(&h, json!({"op":"mcp_reconnect","name":"echo"}));
+    let again = next_of(&mut h, "mcp_servers").await;
+    assert!(
+        again["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "echo"),
+        "{again}"
+    );
+
+    // A stdio server has no sign-in: Codex's refusal comes back as an error naming the op.
+    send(&h, json!({"op":"mcp_login","name":"echo"}));
+    let e = next(&mut h).await;
+    assert_eq!(e["type"], "error", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp_login echo:"),
+        "{e}"
+    );
+    assert_eq!(close(h).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
+async fn codex_fast_mode_and_thinking_reach_the_model_request() {
+    let world = World::new().await;
+    // A model of Codex's own catalog: only those offer the priority ("Fast") tier.
+    let mut h = world.start("gpt-5.5", "");
+    until(&mut h, "approval_mode").await;
+    send(&h, json!({"op":"command","input":"/fast on"}));
+    assert_eq!(next_of(&mut h, "model_status").await["fast"], true);
+    send(&h, json!({"op":"command","input":"/thinking off"}));
+    assert_eq!(
+        next_of(&mut h, "model_status").await["thinking_summaries"],
+        false
+    );
+    send(&h, json!({"op":"user_message","content":"hello there"}));
+    let events = turn(&mut h).await;
+    assert!(
+        events.iter().all(|e| e["type"] != "error"),
+        "Codex refused the turn's settings: {events:#?}"
+    );
+    let request = world.model.model_requests().pop().expect("a model request");
+    let mut keys = request.body.clone();
+    keys["input"] = json!("…");
+    keys["instructions"] = json!("…");
+    keys["tools"] = json!("…");
+    assert_eq!(request.body["service_tier"], "priority", "{keys:#}");
+    assert_eq!(request.body["reasoning"].get("summary"), None, "{keys:#}");
+
+    // Both off again: standard speed, summaries asked for.
+    send(&h, json!({"op":"command","input":"/fast off"}));
+    assert_eq!(next_of(&mut h, "model_status").await["fast"], false);
+    send(&h, json!({"op":"command","input":"/thinking on"}));
+    assert_eq!(
+        next_of(&mut h, "model_status").await["thinking_summaries"],
+        true
+    );
+    send(&h, json!({"op":"user_message","content":"hello again"}));
+    let events = turn(&mut h).await;
+    assert!(events.iter().all(|e| e["type"] != "error"), "{events:#?}");
+    let request = world.model.model_requests().pop().unwrap();
+    let mut keys = request.body.clone();
+    keys["input"] = json!("…");
+    keys["instructions"] = json!("…");
+    keys["tools"] = json!("…");
+    assert_eq!(request.body.get("service_tier"), None, "{keys:#}");
+    assert_eq!(request.body["reasoning"]["summary"], "auto", "{keys:#}");
+    assert_eq!(close(h).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
+async fn codex_a_patch_card_shows_its_hunks() {
+    let world = World::new().await;
+    std::fs::write(world.cwd().join("old.txt"), "a\nb\nc\n").unwrap();
+    let mut h = world.start("fake-model", "");
+    until(&mut h, "approval_mode").await;
+    let patch = [
+        "*** Begin Patch",
+        "*** Update File: old.txt",
+        "@@",
+        " a",
+        "-b",
+        "+B",
+        "*** Add File: new.txt",
+        "+hello",
+        "*** End Patch",
+    ]
+    .join("\\n");
+    send(
+        &h,
+        json!({"op":"user_message","content":format!("PATCH: {patch}")}),
+    );
+    let card = next_of(&mut h, "approval_request").await;
+    assert_eq!(card["name"], "str_replace", "{card}");
+    let mut hunks: Vec<Value> = card["hunks"].as_array().expect("hunks").clone();
+    hunks.sort_by_key(|h| h["file"].as_str().unwrap().to_string());
+    assert_eq!(hunks.len(), 2, "{card}");
+    assert_eq!(
+        (&hunks[0]["file"], &hunks[0]["lines"]),
+        (&json!("new.txt"), &json!(["+hello"])),
+        "{card}"
+    );
+    assert_eq!(hunks[1]["file"], "old.txt", "{card}");
+    let lines = hunks[1]["lines"].as_array().unwrap();
+    assert!(
+        lines.contains(&json!("-b")) && lines.contains(&json!("+B")),
+        "{card}"
+    );
+    // Approved whole (all its hunks): Codex applies it.
+    let all: Vec<Value> = hunks.iter().map(|h| h["id"].clone()).collect();
+    send(
+        &h,
+        json!({"op":"approve","call_id":card["call_id"],"decision":"allow","hunks":all}),
+    );
+    let events = turn(&mut h).await;
+    assert!(events.iter().all(|e| e["type"] != "error"), "{events:#?}");
+    assert_eq!(
+        std::fs::read_to_string(world.cwd().join("new.txt")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.cwd().join("old.txt")).unwrap(),
+        "a\nB\nc\n"
+    );
+    assert_eq!(close(h).await, None);
+}
