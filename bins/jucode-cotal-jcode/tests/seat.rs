@@ -10,7 +10,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use jucode_cotal::config::LaunchConfig;
 use jucode_cotal::events::Brackets;
 use jucode_cotal::harness::JournalSource;
@@ -394,29 +393,10 @@ async fn every_tool_through_a_real_mcp_client() {
     let peer = Peer::connect(&server.url).await;
     until("presence", || async { peer.presence().await.is_some() }).await;
 
-    // Fake manager: answers every request on its reply rail.
-    let mut reqs = peer
-        .client
-        .subscribe("cotal.dev.ep.one.manager.>")
+    // Strict fake manager: refuses requests without the described contract digests.
+    let manager = jucode_cotal::testkit::FakeManager::start(peer.client.clone(), "dev")
         .await
         .unwrap();
-    let mgr = peer.client.clone();
-    let manager = tokio::spawn(async move {
-        while let Some(m) = reqs.next().await {
-            let t: Vec<&str> = m.subject.split('.').collect();
-            let req: Value = serde_json::from_slice(&m.payload).unwrap();
-            let reply = format!(
-                "cotal.dev.ep.reply.manager.mgr1.1.{}.{}.{}.{}",
-                t[6], t[7], t[8], t[9]
-            );
-            let body = if t[5] == "despawn" {
-                json!({"v": 1, "id": req["id"], "ok": false, "error": {"code": "not-found", "message": "no such seat"}})
-            } else {
-                json!({"v": 1, "id": req["id"], "ok": true, "data": {"command": t[5], "args": req["args"]}})
-            };
-            mgr.publish(reply, body.to_string().into()).await.unwrap();
-        }
-    });
     // A peer to DM and a role to anycast to.
     let kv = peer.js.get_key_value("cotal_presence_dev").await.unwrap();
     let bob = json!({"card": {"id": "local.bob", "name": "bob", "kind": "agent", "role": "builder"}, "status": "idle", "ts": jucode_cotal::util::now_ms()});
@@ -581,8 +561,9 @@ async fn every_tool_through_a_real_mcp_client() {
         dm.headers.get("Nats-Msg-Id").unwrap().as_str(),
         v["id"].as_str().unwrap()
     );
+    assert!(manager.refused().is_empty(), "{:?}", manager.refused());
     client.cancel().await.unwrap();
-    manager.abort();
+    manager.stop();
     seat.shutdown().unwrap();
     server.stop().await;
 }

@@ -683,6 +683,7 @@ pub struct Emitter {
     cursor: Cursor,
     poll: Duration,
     stored: Option<watch::Sender<u64>>,
+    stop: Option<watch::Receiver<bool>>,
 }
 
 impl Emitter {
@@ -716,6 +717,7 @@ impl Emitter {
             cursor,
             poll,
             stored: None,
+            stop: None,
         })
     }
 
@@ -724,14 +726,48 @@ impl Emitter {
         self.stored = Some(tx);
     }
 
-    /// Run until the hint channel closes (seat stopping).
-    pub async fn run(mut self, mut hints: mpsc::UnboundedReceiver<RunHint>) -> Result<()> {
+    /// Stop when `stop` turns true, even in the middle of a mesh outage.
+    pub fn with_stop(mut self, stop: watch::Receiver<bool>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Run until the hint channel closes or the stop signal (seat stopping).
+    /// A stop may land at any await: every record is in the WAL (`sent_unacked`)
+    /// before it is published and the cursor only moves on a fold, so the next
+    /// start republishes what was not stored, under the same id and expectation.
+    pub async fn run(mut self, hints: mpsc::UnboundedReceiver<RunHint>) -> Result<()> {
+        let stop = self.stop.take();
+        let stopped = async move {
+            match stop {
+                Some(mut rx) => {
+                    let _ = rx.wait_for(|v| *v).await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            r = self.work(hints) => r,
+            _ = stopped => {
+                if self.wal.doc.pending.is_some() {
+                    tracing::info!("AG-UI emitter stopping with a frame not known stored; the next start publishes it");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn work(&mut self, mut hints: mpsc::UnboundedReceiver<RunHint>) -> Result<()> {
         if let Some(p) = self.wal.doc.pending.clone() {
             // A frame recorded but not known stored: publish it again (same id,
             // same expectation) and fold whatever the broker says.
             tracing::info!(seq = p.seq, "re-publishing the pending frame from the WAL");
             let stored = self.publish(&p).await?;
             self.fold(&p, stored)?;
+            // The frame covered the journal up to its cursor: read on from there
+            // (not from the frontier loaded at open), or the record is mapped twice.
+            self.cursor = Cursor::decode(&p.source_cursor)?;
+            self.mapper.brackets = p.brackets.clone();
         }
         loop {
             self.drain().await?;

@@ -3,6 +3,7 @@
 //! (authed modes) the space's streams, buckets and durables, and publish
 //! through JetStream with `Nats-Msg-Id`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, kv, stream};
@@ -85,6 +86,63 @@ async fn bearer(cmd: &[String]) -> Result<String> {
     Ok(token)
 }
 
+/// The deny-all sentinel credential of user auth: its JWT and the nkey that
+/// signs the server's nonce.
+struct Sentinel {
+    jwt: String,
+    key: nkeys::KeyPair,
+}
+
+impl Sentinel {
+    /// Read a `.creds` file (JWT block and seed block).
+    fn load(path: &std::path::Path) -> Result<Sentinel> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        let block = |marker: &str| {
+            let mut lines = text.lines();
+            lines.find(|l| l.contains(marker))?;
+            lines
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .filter(|l| !l.starts_with("---"))
+                .map(str::to_string)
+        };
+        let bad = |what: &str| {
+            Error::Launch(format!(
+                "{}: the sentinel credential has no {what}",
+                path.display()
+            ))
+        };
+        let jwt = block("BEGIN NATS USER JWT").ok_or_else(|| bad("user JWT"))?;
+        let seed = block("BEGIN USER NKEY SEED").ok_or_else(|| bad("nkey seed"))?;
+        let key = nkeys::KeyPair::from_seed(&seed).map_err(|_| bad("valid nkey seed"))?;
+        Ok(Sentinel { jwt, key })
+    }
+}
+
+/// What one (re)connect presents in user mode: the sentinel JWT, the nonce
+/// signed with its key and a fresh bearer. Errors name no secret.
+async fn user_auth(
+    sentinel: &Sentinel,
+    cmd: Arc<Vec<String>>,
+    nonce: &[u8],
+) -> std::result::Result<async_nats::Auth, async_nats::AuthError> {
+    // The command runs on its own task so this future stays Sync.
+    let token = tokio::spawn(async move { bearer(&cmd).await })
+        .await
+        .map_err(|e| async_nats::AuthError::new(format!("bearer command task failed: {e}")))?
+        .map_err(async_nats::AuthError::new)?;
+    let signature = sentinel
+        .key
+        .sign(nonce)
+        .map_err(|_| async_nats::AuthError::new("cannot sign the server nonce"))?;
+    tracing::info!("user auth: minted a fresh bearer for this connect");
+    let mut auth = async_nats::Auth::new();
+    auth.jwt = Some(sentinel.jwt.clone());
+    auth.signature = Some(signature);
+    auth.token = Some(token);
+    Ok(auth)
+}
+
 /// A connected mesh client.
 #[derive(Clone)]
 pub struct Mesh {
@@ -101,7 +159,30 @@ impl Mesh {
     /// Connect, check the broker version and provision or bind the space's objects.
     pub async fn connect(cfg: &LaunchConfig) -> Result<Mesh> {
         let (tx, rx) = watch::channel(false);
-        let mut opts = async_nats::ConnectOptions::new()
+        // User auth: the bearer is minted by the callback on every (re)connect,
+        // so a reconnect never presents an expired bearer.
+        let mut opts = match &cfg.auth {
+            Auth::User {
+                sentinel_creds,
+                bearer_cmd,
+            } => {
+                let sentinel = Arc::new(Sentinel::load(sentinel_creds)?);
+                let cmd = Arc::new(bearer_cmd.clone());
+                // Fail the launch early and clearly when the command cannot mint a bearer.
+                drop(bearer(&cmd).await?);
+                async_nats::ConnectOptions::with_auth_callback(move |nonce: Vec<u8>| {
+                    let sentinel = sentinel.clone();
+                    let cmd = cmd.clone();
+                    async move { user_auth(&sentinel, cmd, &nonce).await }
+                })
+                .custom_inbox_prefix(format!(
+                    "_INBOX_{}",
+                    crate::util::random_token(16).replace('-', "_")
+                ))
+            }
+            _ => async_nats::ConnectOptions::new(),
+        };
+        opts = opts
             .name(format!("cotal-jcode {}", cfg.principal.dot()))
             .max_reconnects(None)
             .connection_timeout(Duration::from_secs(10))
@@ -121,7 +202,7 @@ impl Mesh {
             });
         // The reply inbox is keyed by the connection id (`_INBOX_<connId>`) in authed modes.
         match &cfg.auth {
-            Auth::Open => {}
+            Auth::Open | Auth::User { .. } => {}
             Auth::Token(t) => opts = opts.token(t.clone()),
             Auth::Creds(path) => {
                 opts = opts
@@ -132,21 +213,6 @@ impl Mesh {
                     opts = opts
                         .custom_inbox_prefix(format!("_INBOX_{}", crate::subject::sanitize(id)));
                 }
-            }
-            Auth::User {
-                sentinel_creds,
-                bearer_cmd,
-            } => {
-                let token = bearer(bearer_cmd).await?;
-                opts = opts
-                    .credentials_file(sentinel_creds)
-                    .await
-                    .map_err(|e| Error::io(sentinel_creds, e))?
-                    .token(token)
-                    .custom_inbox_prefix(format!(
-                        "_INBOX_{}",
-                        crate::util::random_token(16).replace('-', "_")
-                    ));
             }
         }
         let client = opts.connect(cfg.servers.clone()).await.map_err(|e| {

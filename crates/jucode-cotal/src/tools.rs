@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 use crate::config::LaunchConfig;
 use crate::envelope;
 use crate::inbox::{Attention, ChannelMode};
-use crate::manager;
 use crate::presence::Status;
 use crate::relay::ToolResult;
 use crate::seat::Seat;
@@ -490,6 +489,9 @@ pub async fn dispatch(seat: &Arc<Seat>, name: &str, args: Map<String, Value>) ->
         "cotal_leave" => {
             let ch = s(&args, "channel").unwrap_or_default();
             if seat.leave(ch) {
+                if let Err(e) = seat.sync_backstop().await {
+                    tracing::warn!(error = %e, "backstop not narrowed after leave");
+                }
                 ok(format!("left #{}", subject::sanitize_channel(ch)))
             } else {
                 err(format!("not in #{}", subject::sanitize_channel(ch)))
@@ -517,7 +519,11 @@ pub async fn dispatch(seat: &Arc<Seat>, name: &str, args: Map<String, Value>) ->
 }
 
 async fn manager_tool(seat: &Arc<Seat>, command: &str, args: Map<String, Value>) -> ToolResult {
-    match manager::call(&seat.mesh, &seat.cfg, command, Value::Object(args)).await {
+    match seat
+        .manager
+        .call(&seat.mesh, &seat.cfg, command, Value::Object(args))
+        .await
+    {
         Ok(data) => ok(format!("manager: {data}")),
         Err(e) => err(format!("manager: {e}")),
     }

@@ -1,0 +1,758 @@
+//! The mesh side against a real nats-server (JetStream, loopback): manager
+//! contract digests, the open-mode `dlv_` backstop, the user-auth bearer
+//! refreshed on reconnect, and a broker outage mid-run.
+//!
+//! Needs nats-server ≥ 2.12 (`scripts/install-nats.sh`; the tests fail naming
+//! it when the binary is missing). Run:
+//! `cargo nextest run -p jucode-cotal --features testkit`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use jucode_cotal::config::LaunchConfig;
+use jucode_cotal::harness::JournalSource;
+use jucode_cotal::relay::ToolResult;
+use jucode_cotal::seat::{self, SeatOptions};
+use jucode_cotal::testkit::{FakeManager, NatsServer, Scripted, Step};
+use serde_json::{Map, Value, json};
+
+const UID: &str = "abcdefghijklmnopqrstuvwxyz";
+const GUARD: Duration = Duration::from_secs(60);
+
+/// Every log line of this test process (the seat's included).
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let w = buf.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_ansi(false)
+            .with_writer(move || LogWriter(w.clone()))
+            .try_init();
+        buf
+    })
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_text() -> String {
+    String::from_utf8_lossy(&logs().lock().unwrap()).to_string()
+}
+
+async fn nats_with(extra: &[&str]) -> NatsServer {
+    match NatsServer::start_with(extra).await {
+        Ok(s) => s,
+        Err(e) => panic!("{e} (install it with scripts/install-nats.sh)"),
+    }
+}
+
+fn env(url: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("COTAL_SPACE".to_string(), "dev".to_string()),
+        ("COTAL_NAME".to_string(), "alice".to_string()),
+        ("COTAL_ROLE".to_string(), "reviewer".to_string()),
+        ("COTAL_SERVERS".to_string(), url.to_string()),
+        ("COTAL_LIFECYCLE_UID".to_string(), UID.to_string()),
+        ("PATH".to_string(), "/usr/bin:/bin".to_string()),
+    ];
+    for (k, val) in extra {
+        v.push((k.to_string(), val.to_string()));
+    }
+    v
+}
+
+fn opts() -> SeatOptions {
+    SeatOptions {
+        retry_base: Duration::from_millis(200),
+        interrupt_timeout: Duration::from_secs(2),
+        journal_poll: Duration::from_millis(20),
+        ..SeatOptions::default()
+    }
+}
+
+/// A seat on its own runtime, so dropping it is a kill: no cleanup runs.
+struct SeatProc {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    kill: Option<std::sync::mpsc::Sender<()>>,
+    done: Option<std::thread::JoinHandle<jucode_cotal::Result<()>>>,
+}
+
+impl SeatProc {
+    fn start(cfg: LaunchConfig, harness: Scripted, opts: SeatOptions) -> SeatProc {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            let (res_tx, res_rx) = std::sync::mpsc::channel();
+            rt.spawn(async move {
+                let r = seat::run(cfg, &harness, opts, async {
+                    let _ = stop_rx.await;
+                })
+                .await;
+                let _ = res_tx.send(r);
+            });
+            loop {
+                if let Ok(r) = res_rx.try_recv() {
+                    rt.shutdown_background();
+                    return r;
+                }
+                if kill_rx.try_recv().is_ok() {
+                    rt.shutdown_background();
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        SeatProc {
+            stop: Some(stop_tx),
+            kill: Some(kill_tx),
+            done: Some(done),
+        }
+    }
+
+    fn shutdown(mut self) -> jucode_cotal::Result<()> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.done.take().unwrap().join().unwrap()
+    }
+
+    fn kill(mut self) {
+        if let Some(k) = self.kill.take() {
+            let _ = k.send(());
+        }
+        let _ = self.done.take().unwrap().join();
+    }
+}
+
+async fn until<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while !f().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "deadlock guard: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+struct Peer {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+}
+
+impl Peer {
+    async fn connect(url: &str) -> Peer {
+        let client = async_nats::ConnectOptions::new()
+            .max_reconnects(None)
+            .connect(url)
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        Peer { client, js }
+    }
+
+    async fn connect_token(url: &str, token: &str) -> Peer {
+        let client = async_nats::ConnectOptions::with_token(token.into())
+            .connect(url)
+            .await
+            .unwrap();
+        let js = async_nats::jetstream::new(client.clone());
+        Peer { client, js }
+    }
+
+    /// A channel message stored through JetStream (what a durable channel carries).
+    async fn chat_stored(&self, channel: &str, id: &str, text: &str) {
+        let msg = json!({"id": id, "ts": 1.0, "space": "dev", "from": {"id": "local.bob", "name": "bob"},
+            "channel": channel, "parts": [{"kind": "text", "text": text}]});
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-Msg-Id", id);
+        self.js
+            .publish_with_headers(
+                format!("cotal.dev.chat.local.bob.{channel}"),
+                h,
+                msg.to_string().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    async fn presence(&self) -> Option<Value> {
+        let kv = self.js.get_key_value("cotal_presence_dev").await.ok()?;
+        let raw = kv.get("local.alice").await.ok()??;
+        serde_json::from_slice(&raw).ok()
+    }
+
+    async fn consumer_info(
+        &self,
+        stream: &str,
+        name: &str,
+    ) -> Option<async_nats::jetstream::consumer::Info> {
+        let stream = self.js.get_stream(stream).await.ok()?;
+        let mut c: async_nats::jetstream::consumer::Consumer<
+            async_nats::jetstream::consumer::pull::Config,
+        > = stream.get_consumer(name).await.ok()?;
+        c.info().await.ok().cloned()
+    }
+}
+
+async fn tool(h: &Scripted, name: &str, args: Value) -> ToolResult {
+    let ctx = h.context.lock().unwrap().clone().unwrap();
+    let args: Map<String, Value> = args.as_object().unwrap().clone();
+    jucode_cotal::relay::call(&ctx.mcp.socket, &ctx.mcp.token, name, &args)
+        .await
+        .unwrap()
+}
+
+// ---- 1. contract digests -------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_requests_pin_the_described_contract_digests() {
+    let server = nats_with(&[]).await;
+    let peer = Peer::connect(&server.url).await;
+    let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
+    let h = Scripted::new();
+    let seat = SeatProc::start(cfg, h.clone(), opts());
+    until("presence", || async { peer.presence().await.is_some() }).await;
+    let manager = FakeManager::start(peer.client.clone(), "dev")
+        .await
+        .unwrap();
+
+    // The fake is strict: a request that pins no contract is refused.
+    let nonce = "n".repeat(32);
+    let mut replies = peer
+        .client
+        .subscribe(format!(
+            "cotal.dev.ep.reply.manager.*.*.local.bob.{UID}.{nonce}"
+        ))
+        .await
+        .unwrap();
+    let bare = json!({"v": 1, "id": "bare1", "op": {"endpoint": "manager", "command": "spawn"},
+        "class": "ephemeral", "replyExpected": true, "args": {"name": "x"},
+        "from": {"id": "local.bob", "name": "bob"}, "deadlineMs": 1000});
+    peer.client
+        .publish(
+            format!("cotal.dev.ep.one.manager.spawn.local.bob.{UID}.{nonce}"),
+            bare.to_string().into(),
+        )
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(GUARD, replies.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&r.payload).unwrap();
+    assert_eq!(r["error"]["code"], "contract-mismatch", "{r}");
+    assert_eq!(manager.served(), Vec::<String>::new());
+
+    // The seat's requests carry the described digests and pass.
+    let cases = [
+        (
+            "cotal_spawn",
+            json!({"name": "carol", "role": "tester"}),
+            "spawn",
+        ),
+        ("cotal_personas", json!({}), "personas"),
+        (
+            "cotal_yield",
+            json!({"status": "done", "note": "ok"}),
+            "turn-yield",
+        ),
+        (
+            "cotal_feedback",
+            json!({"origin": "agent", "type": "idea", "summary": "s"}),
+            "feedback",
+        ),
+    ];
+    for (name, args, command) in cases {
+        let r = tool(&h, name, args).await;
+        assert!(!r.is_error, "{name}: {}", r.text);
+        assert!(
+            r.text.contains(&format!("\"command\":\"{command}\"")),
+            "{name}: {}",
+            r.text
+        );
+    }
+    let r = tool(&h, "cotal_despawn", json!({"name": "ghost"})).await;
+    assert!(r.is_error && r.text.contains("not-found"), "{}", r.text);
+    assert_eq!(
+        manager.describes(),
+        1,
+        "the contract is described once per launch"
+    );
+    assert_eq!(
+        manager.served(),
+        ["spawn", "personas", "turn-yield", "feedback", "despawn"]
+    );
+    assert_eq!(
+        manager.refused(),
+        vec!["spawn: contract-mismatch".to_string()]
+    );
+
+    // The manager's contract moves on: the stale pin is refused and reported
+    // clearly, and the next call describes again and passes.
+    manager.publish_revision(1).await.unwrap();
+    let r = tool(&h, "cotal_run", json!({"verb": "ps"})).await;
+    assert!(r.is_error, "{}", r.text);
+    assert!(
+        r.text.contains("contract-mismatch") && r.text.contains("Nothing ran"),
+        "{}",
+        r.text
+    );
+    let r = tool(&h, "cotal_run", json!({"verb": "ps"})).await;
+    assert!(!r.is_error, "{}", r.text);
+    assert!(r.text.contains("\"command\":\"run\""), "{}", r.text);
+    assert_eq!(manager.describes(), 2);
+
+    manager.stop();
+    seat.shutdown().unwrap();
+    server.stop().await;
+}
+
+// ---- 2. open-mode durable backstop -----------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_mode_creates_its_dlv_backstop_and_acks_only_after_a_successful_turn() {
+    let server = nats_with(&[]).await;
+    let peer = Peer::connect(&server.url).await;
+    let dlv = format!("dlv_local-alice-{UID}");
+    let mk = || {
+        LaunchConfig::from_env(env(&server.url, &[("COTAL_SUBSCRIBE", "general")]), false).unwrap()
+    };
+    let h = Scripted::new();
+    h.push(Step::Fail {
+        code: None,
+        message: "provider hiccup".into(),
+    });
+    h.push(Step::Hold);
+    let seat = SeatProc::start(mk(), h.clone(), opts());
+    until("presence", || async { peer.presence().await.is_some() }).await;
+    let info = peer
+        .consumer_info("CHAT_dev", &dlv)
+        .await
+        .expect("open mode creates its dlv_ durable");
+    assert_eq!(info.config.filter_subjects, ["cotal.dev.chat.*.*.general"]);
+
+    // Stored channel mail arrives twice (live and through the backstop): one
+    // item, held un-acked through the failed turn, acked after the good one.
+    peer.chat_stored("general", "c1", "hello durable").await;
+    until("the failed turn", || async { !h.turns().is_empty() }).await;
+    until("the backstop copy is held un-acked", || async {
+        peer.consumer_info("CHAT_dev", &dlv)
+            .await
+            .is_some_and(|i| i.num_ack_pending == 1)
+    })
+    .await;
+    until("redriven", || async { h.turns().len() >= 2 }).await;
+    assert_eq!(
+        peer.consumer_info("CHAT_dev", &dlv)
+            .await
+            .unwrap()
+            .num_ack_pending,
+        1,
+        "still un-acked while the redriven turn runs"
+    );
+    h.release();
+    until("acked after the successful turn", || async {
+        peer.consumer_info("CHAT_dev", &dlv)
+            .await
+            .is_some_and(|i| i.num_ack_pending == 0 && i.num_pending == 0)
+    })
+    .await;
+    for t in h.turns() {
+        assert_eq!(t.matches("hello durable").count(), 1, "deduped by id: {t}");
+    }
+
+    // Leaving and re-joining narrows and widens the backstop.
+    let r = tool(&h, "cotal_join", json!({"channel": "ops"})).await;
+    assert!(!r.is_error, "{}", r.text);
+    let info = peer.consumer_info("CHAT_dev", &dlv).await.unwrap();
+    let mut f = info.config.filter_subjects.clone();
+    f.sort();
+    assert_eq!(f, ["cotal.dev.chat.*.*.general", "cotal.dev.chat.*.*.ops"]);
+    let r = tool(&h, "cotal_leave", json!({"channel": "ops"})).await;
+    assert!(!r.is_error, "{}", r.text);
+    let info = peer.consumer_info("CHAT_dev", &dlv).await.unwrap();
+    assert_eq!(info.config.filter_subjects, ["cotal.dev.chat.*.*.general"]);
+
+    // Mail stored while the seat is down reaches the next launch through the backstop.
+    seat.kill();
+    // A pull request the killed seat left behind would take the message (and
+    // park it until ack_wait); the seat's short pulls expire.
+    until("the killed seat's pull requests expire", || async {
+        peer.consumer_info("CHAT_dev", &dlv)
+            .await
+            .is_some_and(|i| i.num_waiting == 0)
+    })
+    .await;
+    peer.chat_stored("general", "c2", "sent while away").await;
+    let h2 = Scripted::new();
+    let seat = SeatProc::start(mk(), h2.clone(), opts());
+    until("the backstop surfaces the missed mail", || async {
+        h2.turns().iter().any(|t| t.contains("sent while away"))
+    })
+    .await;
+    until("acked after the turn", || async {
+        peer.consumer_info("CHAT_dev", &dlv)
+            .await
+            .is_some_and(|i| i.num_ack_pending == 0 && i.num_pending == 0)
+    })
+    .await;
+    assert!(h2.turns().iter().all(|t| !t.contains("hello durable")));
+    seat.shutdown().unwrap();
+    server.stop().await;
+}
+
+// ---- 3. user-auth bearer refreshed on reconnect ----------------------------------------------
+
+const OWNER: &str = "u_abcdefghijklmnopqrstuvwxyz";
+const BEARER_ONE: &str = "bearer-ONE-7f3a9c1d";
+const BEARER_TWO: &str = "bearer-TWO-0b8e44a2";
+
+async fn presence_of(peer: &Peer, key: &str) -> Option<Value> {
+    let kv = peer.js.get_key_value("cotal_presence_dev").await.ok()?;
+    let raw = kv.get(key).await.ok()??;
+    serde_json::from_slice(&raw).ok()
+}
+
+/// What the provisioner does in an authed space: streams, buckets and the durables a seat binds.
+async fn provision_authed(peer: &Peer, owner: &str) {
+    use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, pull};
+    jucode_cotal::mesh::provision(&peer.js, "dev", &jucode_cotal::mesh::Names::new("dev"))
+        .await
+        .unwrap();
+    let dm = peer.js.get_stream("DM_dev").await.unwrap();
+    dm.get_or_create_consumer(
+        &format!("dm_{owner}-alice-{UID}"),
+        pull::Config {
+            durable_name: Some(format!("dm_{owner}-alice-{UID}")),
+            filter_subject: format!("cotal.dev.inst.{owner}.alice.*.*"),
+            ack_policy: AckPolicy::Explicit,
+            deliver_policy: DeliverPolicy::New,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let task = peer.js.get_stream("TASK_dev").await.unwrap();
+    task.get_or_create_consumer(
+        "svc_reviewer",
+        pull::Config {
+            durable_name: Some("svc_reviewer".into()),
+            filter_subject: "cotal.dev.svc.reviewer.*.*".into(),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+}
+
+/// A nats-server with token auth checks the bearer each CONNECT carries. The
+/// token changes across a broker restart: the seat gets back in only because
+/// the bearer command runs again on the reconnect. (The auth callout that
+/// validates the bearer in a real user-auth space is not run here; the sentinel
+/// JWT rides along unchecked by a token-mode server.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_auth_bearer_is_minted_again_on_every_reconnect() {
+    use std::os::unix::fs::PermissionsExt;
+    logs();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    let count_file = dir.path().join("count");
+    std::fs::write(&token_file, BEARER_ONE).unwrap();
+    let script = dir.path().join("bearer.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho run >> '{}'\ncat '{}'\n",
+            count_file.display(),
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let seed = nkeys::KeyPair::new_user().seed().unwrap();
+    let creds = dir.path().join("sentinel.creds");
+    std::fs::write(
+        &creds,
+        format!(
+            "-----BEGIN NATS USER JWT-----\neyJ0eXAiOiJKV1QifQ.e30.sentinel\n------END NATS USER JWT------\n\n\
+             -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n"
+        ),
+    )
+    .unwrap();
+    let runs = || {
+        std::fs::read_to_string(&count_file)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+
+    let mut server = nats_with(&["--auth", BEARER_ONE]).await;
+    let peer = Peer::connect_token(&server.url, BEARER_ONE).await;
+    provision_authed(&peer, OWNER).await;
+    let argv = serde_json::to_string(&[script.display().to_string()]).unwrap();
+    let creds_s = creds.display().to_string();
+    let cfg = LaunchConfig::from_env(
+        env(
+            &server.url,
+            &[
+                ("COTAL_OWNER", OWNER),
+                ("COTAL_ACTOR", "alice"),
+                ("COTAL_SENTINEL_CREDS", &creds_s),
+                ("COTAL_BEARER_CMD", &argv),
+            ],
+        ),
+        false,
+    )
+    .unwrap();
+    let h = Scripted::new();
+    let seat = SeatProc::start(cfg, h.clone(), opts());
+    let key = format!("{OWNER}.alice");
+    until("presence with the first bearer", || async {
+        presence_of(&peer, &key).await.is_some()
+    })
+    .await;
+    let before = runs();
+    assert!(before >= 1);
+
+    // The broker comes back demanding a new bearer.
+    std::fs::write(&token_file, BEARER_TWO).unwrap();
+    server.restart(Some(&["--auth", BEARER_TWO])).await.unwrap();
+    let since = jucode_cotal::util::now_ms();
+    let peer = Peer::connect_token(&server.url, BEARER_TWO).await;
+    until("a heartbeat after the reconnect", || async {
+        presence_of(&peer, &key)
+            .await
+            .and_then(|p| p["ts"].as_u64())
+            .is_some_and(|ts| ts > since)
+    })
+    .await;
+    assert!(runs() > before, "the bearer command ran again on reconnect");
+    let r = tool(&h, "cotal_connection_status", json!({})).await;
+    assert!(r.text.contains("\"state\":\"ready\""), "{}", r.text);
+    let logs = log_text();
+    assert!(logs.contains("minted a fresh bearer"), "{logs}");
+    assert!(
+        !logs.contains(BEARER_ONE) && !logs.contains(BEARER_TWO),
+        "a bearer reached the log"
+    );
+    seat.shutdown().unwrap();
+    server.stop().await;
+}
+
+// ---- 4. broker outage mid-run ----------------------------------------------------------------
+
+fn append_text(path: &Path, role: &str, text: &str) {
+    use std::io::Write;
+    let line = json!({"meta": {"status": "Active"}, "append_messages": [{"id": "m", "role": role,
+        "content": [{"type": "text", "text": text}], "timestamp": "2026-11-29T21:24:53.291Z"}]});
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "{line}").unwrap();
+}
+
+const EVENTS_SUBJECT: &str = "cotal.dev.chat.local.alice.events.local.alice";
+
+/// Every stored frame: (stream sequence, expected-last-subject-sequence header, msg id, frame).
+async fn stored_frames(peer: &Peer) -> Vec<(u64, Option<u64>, String, Value)> {
+    let Ok(stream) = peer.js.get_stream("CHAT_dev").await else {
+        return Vec::new();
+    };
+    let Ok(last) = stream.get_last_raw_message_by_subject(EVENTS_SUBJECT).await else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for seq in 1..=last.sequence {
+        if let Ok(m) = stream.get_raw_message(seq).await
+            && m.subject.as_str() == EVENTS_SUBJECT
+        {
+            let v: Value = serde_json::from_slice(&m.payload).unwrap();
+            let expected = m
+                .headers
+                .get("Nats-Expected-Last-Subject-Sequence")
+                .and_then(|h| h.as_str().parse().ok());
+            let id = m.headers.get("Nats-Msg-Id").unwrap().as_str().to_string();
+            out.push((seq, expected, id, v["parts"][0].clone()));
+        }
+    }
+    out
+}
+
+fn texts(frames: &[(u64, Option<u64>, String, Value)]) -> Vec<String> {
+    frames
+        .iter()
+        .flat_map(|f| f.3["events"].as_array().unwrap().clone())
+        .filter(|e| e["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e["delta"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The pending record of every event WAL under `dir`, as text.
+fn pending_in_wal(dir: &Path) -> String {
+    let mut out = String::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.push_str(&pending_in_wal(&p));
+        } else if p.file_name().is_some_and(|n| n == "wal.json")
+            && let Ok(raw) = std::fs::read(&p)
+            && let Ok(v) = serde_json::from_slice::<Value>(&raw)
+        {
+            out.push_str(&v["pending"].to_string());
+        }
+    }
+    out
+}
+
+async fn status(h: &Scripted) -> Value {
+    serde_json::from_str(&tool(h, "cotal_connection_status", json!({})).await.text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_outage_keeps_the_seat_up_and_the_event_stream_continuous() {
+    logs();
+    let mut server = nats_with(&[]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let sessions = ws.path().join("home/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let source = JournalSource {
+        sessions_dir: sessions.clone(),
+        session_id: "session_outage".into(),
+    };
+    let journal = source.journal_path();
+    let root = ws.path().display().to_string();
+    let url = server.url.clone();
+    let mk = || {
+        LaunchConfig::from_env(
+            env(
+                &url,
+                &[("COTAL_EVENTS", "1"), ("COTAL_WORKSPACE_ROOT", &root)],
+            ),
+            false,
+        )
+        .unwrap()
+    };
+    let peer = Peer::connect(&server.url).await;
+    let h = Scripted::new();
+    h.with_journal(source.clone());
+    let seat = SeatProc::start(mk(), h.clone(), opts());
+    until("presence", || async { peer.presence().await.is_some() }).await;
+    append_text(&journal, "assistant", "alpha");
+    until("the first frame", || async {
+        texts(&stored_frames(&peer).await).contains(&"alpha".to_string())
+    })
+    .await;
+
+    // The broker dies while the agent keeps writing.
+    server.kill().await;
+    append_text(&journal, "assistant", "beta");
+    until("the seat sees the outage and reports waiting", || async {
+        let s = status(&h).await;
+        s["state"] == "disconnected" && s["status"] == "waiting"
+    })
+    .await;
+    append_text(&journal, "assistant", "gamma");
+    server.restart(None).await.unwrap();
+    let back = jucode_cotal::util::now_ms();
+    until("frames published after recovery", || async {
+        texts(&stored_frames(&peer).await).contains(&"gamma".to_string())
+    })
+    .await;
+    until("presence heartbeats again, no longer waiting", || async {
+        peer.presence()
+            .await
+            .is_some_and(|p| p["ts"].as_u64().unwrap_or(0) > back && p["status"] == "idle")
+    })
+    .await;
+    assert_eq!(status(&h).await["state"], "ready");
+
+    // A stop during the next outage: the emitter winds down, the record waits.
+    server.kill().await;
+    append_text(&journal, "assistant", "delta");
+    until(
+        "the delta frame waits in the WAL, sent but not known stored",
+        || async { pending_in_wal(&ws.path().join(".cotal/events")).contains("delta") },
+    )
+    .await;
+    seat.shutdown().unwrap();
+    assert!(
+        log_text().contains("AG-UI emitter stopped"),
+        "{}",
+        log_text()
+    );
+    server.restart(None).await.unwrap();
+    assert!(
+        !texts(&stored_frames(&peer).await).contains(&"delta".to_string()),
+        "delta was not stored before the stop"
+    );
+    let h2 = Scripted::new();
+    h2.with_journal(source.clone());
+    let seat = SeatProc::start(mk(), h2.clone(), opts());
+    until("the next start publishes what the stop left", || async {
+        texts(&stored_frames(&peer).await).contains(&"delta".to_string())
+    })
+    .await;
+    append_text(&journal, "assistant", "epsilon");
+    until("and goes on", || async {
+        texts(&stored_frames(&peer).await).contains(&"epsilon".to_string())
+    })
+    .await;
+    seat.shutdown().unwrap();
+
+    let frames = stored_frames(&peer).await;
+    assert_eq!(
+        texts(&frames),
+        ["alpha", "beta", "gamma", "delta", "epsilon"],
+        "in order, no loss, no duplicate"
+    );
+    let mut br = jucode_cotal::events::Brackets::default();
+    let mut prev: Option<u64> = None;
+    let mut ids = std::collections::HashSet::new();
+    for (i, (stream_seq, expected, id, f)) in frames.iter().enumerate() {
+        assert_eq!(f["seq"], json!(i + 1), "frame counter is continuous");
+        assert_eq!(
+            *expected,
+            Some(prev.unwrap_or(0)),
+            "each frame expected the previous one as the subject's last"
+        );
+        assert!(ids.insert(id.clone()), "no frame stored twice");
+        for e in f["events"].as_array().unwrap() {
+            br.apply(e).unwrap();
+        }
+        prev = Some(*stream_seq);
+    }
+    assert_eq!(frames.first().unwrap().3["epoch"], 1);
+    assert_eq!(frames.last().unwrap().3["epoch"], 2);
+    server.stop().await;
+}
