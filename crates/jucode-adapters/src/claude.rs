@@ -7,8 +7,8 @@
 //! restarts the CLI on the same conversation (`--resume`) once the running turn has ended.
 //!
 //! The Claude-only ops live beside it: `claude_extras` (control-request answers as events),
-//! `claude_runs` (the agent trace and subagent transcripts), `claude_hunks` (edit diffs on
-//! approval cards).
+//! `claude_runs` (the agent trace, subagent lifecycles and transcripts), `claude_hunks` (edit
+//! diffs on approval cards), `claude_elicit` (MCP servers' questions as approval cards).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::child::{ChildProc, Input, Spawn};
+use crate::claude_elicit::Elicitation;
 use crate::claude_extras as extras;
 use crate::claude_runs::{self, Runs};
 use crate::turns::{Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of};
@@ -93,6 +94,7 @@ impl EngineFactory for ClaudeEngine {
             pending_mode: None,
             queue: Queue::default(),
             approvals: Approvals::default(),
+            elicitations: Approvals::default(),
             requests: HashMap::new(),
             next_request: 0,
             tools: HashMap::new(),
@@ -206,6 +208,8 @@ struct Claude {
     pending_mode: Option<ApprovalMode>,
     queue: Queue,
     approvals: Approvals<Permission>,
+    /// MCP servers' questions, by card id.
+    elicitations: Approvals<Elicitation>,
     requests: HashMap<String, Request>,
     next_request: u64,
     /// Tool names by tool_use id, for tool_output.
@@ -299,11 +303,8 @@ impl Claude {
         mut input: mpsc::UnboundedReceiver<Input>,
     ) {
         let started = self.emit_start().await && {
-            self.control(
-                Request::Initialize,
-                json!({"subtype": "initialize", "hooks": null}),
-            )
-            .await;
+            self.control(Request::Initialize, initialize_request())
+                .await;
             true
         };
         if !started {
@@ -598,8 +599,12 @@ impl Claude {
         self.emit(event("subagent_transcript", fields)).await
     }
 
-    /// Sends the agent trace if it changed.
+    /// Sends the subagents' lifecycle changes, then the agent trace if it changed.
     async fn runs_changed(&mut self) -> bool {
+        let lifecycle = self.runs.lifecycle();
+        if !self.emit_all(lifecycle).await {
+            return false;
+        }
         let runs = self.runs.event();
         self.sink.state(runs).await
     }
@@ -800,6 +805,15 @@ impl Claude {
     }
 
     async fn interrupt(&mut self) -> bool {
+        // An interrupt cancels the MCP servers' open questions.
+        for (_, e) in self.elicitations.take_all() {
+            if !self
+                .respond(&e.request_id, json!({"action": "cancel"}))
+                .await
+            {
+                return false;
+            }
+        }
         if !self.busy {
             return true;
         }
@@ -810,6 +824,11 @@ impl Claude {
     }
 
     async fn approve(&mut self, answer: Answer) -> bool {
+        match self.elicitations.take(&answer.call_id) {
+            Taken::Open(e) => return self.answer_elicitation(answer, e).await,
+            Taken::AlreadyAnswered => return true,
+            Taken::Unknown => {}
+        }
         let permission = match self.approvals.take(&answer.call_id) {
             Taken::Open(p) => p,
             Taken::AlreadyAnswered => return true,
@@ -838,6 +857,37 @@ impl Claude {
         };
         self.respond(&permission.request_id, body).await;
         true
+    }
+
+    /// Accepts with the answers (checked against the form), or declines. Answers that do not
+    /// fit the form leave the card open.
+    async fn answer_elicitation(&mut self, answer: Answer, e: Elicitation) -> bool {
+        let body = if answer.allow {
+            match e.content(answer.answers.as_ref()) {
+                Ok(Some(content)) => json!({"action": "accept", "content": content}),
+                Ok(None) => json!({"action": "accept"}),
+                Err(message) => {
+                    self.elicitations.open(answer.call_id, e);
+                    return self.emit(error(message)).await;
+                }
+            }
+        } else {
+            json!({"action": "decline"})
+        };
+        self.respond(&e.request_id, body).await;
+        true
+    }
+
+    /// An MCP server's question, live or listed by `initialize` (shown once either way).
+    async fn elicitation(&mut self, request_id: &str, request: &Value) -> bool {
+        let call_id = format!("elicit-{}-{request_id}", self.generation);
+        if self.elicitations.knows(&call_id) {
+            return true;
+        }
+        let e = Elicitation::from_request(request_id, request);
+        let card = e.card(&call_id, request);
+        self.elicitations.open(call_id, e);
+        self.emit(event("approval_request", card)).await
     }
 
     async fn respond(&mut self, request_id: &str, body: Value) -> bool {
@@ -895,17 +945,16 @@ impl Claude {
         self.conversation_saved =
             self.conversation_saved || transcript_exists(&self.config_dir, &self.session);
         self.requests.clear();
+        // The old process's MCP questions went with it.
+        self.elicitations.take_all();
         if let Err(e) = self.spawn() {
             self.sink
                 .exited(Some(format!("could not restart Claude Code: {e}")))
                 .await;
             return false;
         }
-        self.control(
-            Request::Initialize,
-            json!({"subtype": "initialize", "hooks": null}),
-        )
-        .await;
+        self.control(Request::Initialize, initialize_request())
+            .await;
         let mut events = vec![event("approval_mode", json!({ "mode": mode.as_str() }))];
         if was_pending {
             events.push(event("approval_mode_pending", json!({ "mode": null })));
@@ -938,6 +987,12 @@ impl Claude {
                     let call = call.to_string();
                     self.approvals.withdraw(&call);
                 }
+                if let Some(id) = frame.get("request_id").and_then(Value::as_str)
+                    && let Some(call) = self.elicitations.find(|e| e.request_id == id)
+                {
+                    let call = call.to_string();
+                    self.elicitations.withdraw(&call);
+                }
                 true
             }
             "system" => self.on_system(&frame).await,
@@ -945,6 +1000,13 @@ impl Claude {
             "assistant" => self.on_assistant(&frame).await,
             "user" => self.on_user(&frame).await,
             "result" => self.on_result(&frame, input).await,
+            "prompt_suggestion" => match frame.get("suggestion").and_then(Value::as_str) {
+                Some(text) if !text.trim().is_empty() => {
+                    self.emit(event("prompt_suggestion", json!({ "text": text })))
+                        .await
+                }
+                _ => true,
+            },
             "rate_limit_event" => {
                 let fields = frame.get("rate_limit_info").cloned().unwrap_or(json!({}));
                 self.sink.state(event("rate_limit", fields)).await
@@ -1002,6 +1064,22 @@ impl Claude {
         let body = response.get("response").cloned().unwrap_or(Value::Null);
         match request {
             Request::Initialize => {
+                // Questions an MCP server asked before we (re)attached.
+                let pending = response
+                    .get("pending_elicitation_requests")
+                    .or(body.get("pending_elicitation_requests"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for frame in &pending {
+                    let request = &frame["request"];
+                    if request.get("subtype").and_then(Value::as_str) == Some("elicitation")
+                        && let Some(id) = frame.get("request_id").and_then(Value::as_str)
+                        && !self.elicitation(id, request).await
+                    {
+                        return false;
+                    }
+                }
                 if let Some(models) = body.get("models").and_then(Value::as_array) {
                     self.models = models.clone();
                 }
@@ -1098,6 +1176,9 @@ impl Claude {
             .to_string();
         let request = &frame["request"];
         let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
+        if subtype == "elicitation" {
+            return self.elicitation(&id, request).await;
+        }
         if subtype != "can_use_tool" {
             let _ = self
                 .write(&json!({
@@ -1219,6 +1300,32 @@ impl Claude {
             "status" if frame.get("status").and_then(Value::as_str) == Some("requesting") => {
                 self.emit(event("connecting", json!({}))).await
             }
+            "model_refusal_fallback" => self.model_fallback(frame).await,
+            "elicitation_complete" => {
+                let id = frame.get("elicitation_id").and_then(Value::as_str);
+                let open = id.and_then(|id| {
+                    self.elicitations
+                        .find(|e| e.elicitation_id.as_deref() == Some(id))
+                        .map(str::to_string)
+                });
+                // The server has what it asked for: a card still open is answered for the user.
+                if let Some(call) = open
+                    && let Some(e) = self.elicitations.withdraw(&call)
+                    && !self
+                        .respond(&e.request_id, json!({"action": "accept"}))
+                        .await
+                {
+                    return false;
+                }
+                let server = frame
+                    .get("mcp_server_name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("an MCP server");
+                self.emit(info(format!(
+                    "{server}: the request in the browser is complete"
+                )))
+                .await
+            }
             "api_retry" => {
                 let fields = json!({
                     "attempt": frame.get("attempt"),
@@ -1338,6 +1445,40 @@ impl Claude {
         }
     }
 
+    /// `system/model_refusal_fallback`: the model refused and the turn went to another. With
+    /// scope `session` (or none, older CLIs) the session's model is now the fallback.
+    async fn model_fallback(&mut self, frame: &Value) -> bool {
+        let field = |snake: &str, camel: &str| {
+            frame
+                .get(snake)
+                .or(frame.get(camel))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let from = field("original_model", "originalModel");
+        let to = field("fallback_model", "fallbackModel");
+        let reason = field("api_refusal_category", "apiRefusalCategory")
+            .or_else(|| field("trigger", "trigger"))
+            .unwrap_or_else(|| "refusal".into());
+        let scope = field("scope", "scope").unwrap_or_else(|| "session".into());
+        let fallback = event(
+            "model_fallback",
+            json!({"from": from, "to": to, "reason": reason, "scope": scope,
+                   "message": frame.get("content").map(text_of)}),
+        );
+        if !self.emit(fallback).await {
+            return false;
+        }
+        if scope == "session"
+            && let Some(to) = to
+        {
+            self.model = Some(to);
+            let status = self.model_status();
+            return self.sink.state(status).await;
+        }
+        true
+    }
+
     /// Thinking summaries turned off (`/thinking off`) are not shown even if some still come.
     fn thinking_shown(&self) -> bool {
         self.flags.thinking != Some(false)
@@ -1355,7 +1496,9 @@ impl Claude {
         self.tools.insert(id.to_string(), name.clone());
         let mut fields = json!({"call_id": id, "name": name});
         if let Some(parent) = parent {
-            fields["subagent"] = json!(parent);
+            // The subagent's own id (as in subagent_lifecycle), its Task call's until named.
+            let agent = self.runs.agent_of_call(parent).unwrap_or(parent);
+            fields["subagent"] = json!(agent);
         }
         self.emit(event("tool_start", fields)).await
     }
@@ -1515,6 +1658,11 @@ impl Claude {
         }
         self.next_queued().await
     }
+}
+
+/// `initialize`; prompt suggestions are opt-in (the SDK's `promptSuggestions`).
+fn initialize_request() -> Value {
+    json!({"subtype": "initialize", "hooks": null, "promptSuggestions": true})
 }
 
 /// Waits until child `generation` has exited (its last frames are dropped).

@@ -38,6 +38,12 @@ struct Agent {
     error: Option<String>,
     /// The workflow that runs it, if any.
     workflow: Option<String>,
+    /// Seen in this process's stream (saved runs never get lifecycle events).
+    live: bool,
+    /// Whether `id` is Claude Code's agent id yet (it starts as the Task call's id).
+    id_known: bool,
+    /// The last `subagent_lifecycle` status sent for it.
+    announced: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -92,6 +98,7 @@ impl Runs {
                 model: str_of(input, "model"),
                 started_at: Some(now_ms()),
                 prompt: str_of(input, "prompt"),
+                live: true,
                 ..Agent::default()
             });
             return true;
@@ -136,6 +143,39 @@ impl Runs {
             }
             None => false,
         }
+    }
+
+    /// The id of the subagent a Task call started, once Claude Code named it.
+    pub(crate) fn agent_of_call(&self, tool_use_id: &str) -> Option<&str> {
+        self.agents
+            .iter()
+            .find(|a| a.tool_use_id.as_deref() == Some(tool_use_id) && a.id_known)
+            .map(|a| a.id.as_str())
+    }
+
+    /// `subagent_lifecycle` events for the live subagents whose state moved on since the last
+    /// call: `started` once Claude Code gave the agent its id, then `completed`, `failed` or
+    /// `stopped`. A run that ends before it was announced gets both.
+    pub(crate) fn lifecycle(&mut self) -> Vec<Event> {
+        let mut out = Vec::new();
+        for agent in self.agents.iter_mut().filter(|a| a.live) {
+            let phase = match agent.status.as_str() {
+                "completed" => "completed",
+                "failed" => "failed",
+                "stopped" | "killed" => "stopped",
+                _ if agent.id_known => "started",
+                _ => continue,
+            };
+            if agent.announced == Some(phase) {
+                continue;
+            }
+            if agent.announced.is_none() && phase != "started" {
+                out.push(lifecycle_event(agent, "started"));
+            }
+            out.push(lifecycle_event(agent, phase));
+            agent.announced = Some(phase);
+        }
+        out
     }
 
     /// `system/task_started`: a subagent or workflow got its id.
@@ -194,6 +234,7 @@ impl Runs {
                     tool_use_id: tool_use.clone(),
                     status: "running".into(),
                     started_at: Some(now_ms()),
+                    live: true,
                     ..Agent::default()
                 });
                 let last = self.agents.len() - 1;
@@ -201,6 +242,7 @@ impl Runs {
             }
         };
         agent.id = task;
+        agent.id_known = true;
         if let Some(d) = description {
             agent.label = d;
         }
@@ -409,10 +451,28 @@ impl Runs {
     }
 }
 
+/// One `subagent_lifecycle` event: `path` is the agent id, `message` the prompt when it starts
+/// and the result or error when it ends.
+fn lifecycle_event(agent: &Agent, status: &str) -> Event {
+    let message = match status {
+        "started" => agent.prompt.as_deref().map(|p| truncate(p, 400)),
+        "failed" => agent.error.clone(),
+        _ => agent.result.clone(),
+    };
+    event(
+        "subagent_lifecycle",
+        json!({
+            "path": agent.id, "status": status, "label": agent.label, "message": message,
+            "model": agent.model, "tool_use_id": agent.tool_use_id,
+        }),
+    )
+}
+
 /// What a Task call's result (`tool_use_result` live, `toolUseResult` saved) says of its run.
 fn apply_task_result(agent: &mut Agent, is_error: bool, output: &str, result: &Value) {
     if let Some(id) = str_of(result, "agentId") {
         agent.id = id;
+        agent.id_known = true;
     }
     if let Some(model) = str_of(result, "resolvedModel") {
         agent.model = Some(model);
@@ -717,6 +777,55 @@ pub(crate) fn subagent_items(path: &Path) -> Vec<Value> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    fn statuses(events: &[Event]) -> Vec<(String, String)> {
+        events
+            .iter()
+            .map(|e| {
+                let field = |k: &str| e.0.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                (field("path"), field("status"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn lifecycles_follow_the_agent_id_and_end_once() {
+        let mut runs = Runs::default();
+        runs.tool_use(
+            "toolu_1",
+            "Agent",
+            &json!({"description": "Look", "prompt": "look"}),
+        );
+        // Not named yet: nothing to announce.
+        assert!(runs.lifecycle().is_empty());
+        runs.task_started(&json!({"task_id": "ag1", "tool_use_id": "toolu_1",
+                                  "task_type": "local_agent"}));
+        assert_eq!(runs.agent_of_call("toolu_1"), Some("ag1"));
+        assert_eq!(
+            statuses(&runs.lifecycle()),
+            [("ag1".into(), "started".into())]
+        );
+        assert!(runs.lifecycle().is_empty());
+        runs.task_updated(&json!({"task_id": "ag1", "patch": {"status": "killed"}}));
+        assert_eq!(
+            statuses(&runs.lifecycle()),
+            [("ag1".into(), "stopped".into())]
+        );
+
+        // A run that fails before it was named is started and failed at once.
+        runs.tool_use("toolu_2", "Task", &json!({"description": "Fail"}));
+        runs.tool_result("toolu_2", true, "boom", &Value::Null);
+        let events = runs.lifecycle();
+        assert_eq!(
+            statuses(&events),
+            [
+                ("toolu_2".into(), "started".into()),
+                ("toolu_2".into(), "failed".into())
+            ]
+        );
+        assert_eq!(events[1].0["message"], "boom");
+        assert_eq!(runs.agent_of_call("toolu_2"), None);
+    }
 
     #[test]
     fn timestamps_parse_to_epoch_milliseconds() {

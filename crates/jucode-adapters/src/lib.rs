@@ -14,6 +14,7 @@ pub mod acp;
 mod acp_terminal;
 mod child;
 pub mod claude;
+mod claude_elicit;
 mod claude_extras;
 mod claude_hunks;
 mod claude_runs;

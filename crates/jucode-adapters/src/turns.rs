@@ -211,6 +211,11 @@ impl<T> Approvals<T> {
         }
     }
 
+    /// Whether `call_id` is open or was answered (a prompt the engine repeats is shown once).
+    pub(crate) fn knows(&self, call_id: &str) -> bool {
+        self.answered.contains(call_id) || self.open.iter().any(|(c, _)| c == call_id)
+    }
+
     /// Forgets a prompt the engine withdrew.
     pub(crate) fn withdraw(&mut self, call_id: &str) -> Option<T> {
         let i = self.open.iter().position(|(c, _)| c == call_id)?;

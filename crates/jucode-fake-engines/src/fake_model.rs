@@ -14,8 +14,11 @@
 //!   `apply_patch <<'EOF' … EOF`, which Codex turns into a file change;
 //! - `AGENT: <prompt>` (Anthropic, when an Agent or Task tool is offered) → one subagent call
 //!   with that prompt;
+//! - `CALL: <tool> <json input>` (Anthropic, when a tool of that name is offered, e.g. an MCP
+//!   server's `mcp__<server>__<tool>`) → one call of it with that input (`{}` when none);
 //! - `HANG: …` → the start of a text answer (`working on it`), then the stream stays open until
 //!   the client goes away or the server stops, so a test can interrupt a streaming turn;
+//! - Claude Code's `[SUGGESTION MODE: …]` request for the likely next prompt → [`SUGGESTION`];
 //! - anything else → the text `user said: <text>`.
 //!
 //! Requests without a shell tool (titles, topic checks, command-prefix checks) get a short
@@ -42,6 +45,9 @@ const HANG_LIMIT: Duration = Duration::from_secs(300);
 
 /// The text a `HANG:` answer starts with before it stalls.
 pub const HANG_TEXT: &str = "working on it";
+
+/// The next prompt the fake predicts when Claude Code asks for a prompt suggestion.
+pub const SUGGESTION: &str = "run the tests";
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -409,6 +415,23 @@ fn anthropic_plan(body: &Value) -> Plan {
         .find(|b| b["type"] == "tool_result")
         .map(|b| tool_result_text(&b["content"]));
     let user_text = anthropic_text(&last["content"]);
+    if user_text.trim_start().starts_with("[SUGGESTION MODE") {
+        return Plan::Text(SUGGESTION.to_string());
+    }
+    // `CALL: <tool> <json>` → one call of an offered tool.
+    if tool_output.is_none()
+        && let Some(call) = command_after(&strip_reminders(&user_text), "CALL:")
+    {
+        let (name, input) = call.split_once(' ').unwrap_or((call.as_str(), "{}"));
+        if tools.contains(&name)
+            && let Ok(input) = serde_json::from_str::<Value>(input.trim())
+        {
+            return Plan::Call {
+                name: name.to_string(),
+                input,
+            };
+        }
+    }
     // `AGENT: <prompt>` → one subagent call (Claude Code's tool is Agent, or Task before).
     if tool_output.is_none()
         && let Some(name) = tools.iter().find(|t| **t == "Agent" || **t == "Task")
@@ -766,6 +789,30 @@ mod tests {
         assert_eq!(
             decide("<system-reminder>r</system-reminder>hello", None, true),
             Plan::Text("user said: hello".into())
+        );
+    }
+
+    #[test]
+    fn anthropic_calls_an_offered_tool_and_predicts_a_prompt() {
+        let call = |text: &str| {
+            anthropic_plan(
+                &json!({"tools": [{"name": "Bash"}, {"name": "mcp__echo__ask"}],
+                                   "messages": [{"role": "user", "content": text}]}),
+            )
+        };
+        assert_eq!(
+            call(r#"CALL: mcp__echo__ask {"question": "why?"}"#),
+            Plan::Call {
+                name: "mcp__echo__ask".into(),
+                input: json!({"question": "why?"})
+            }
+        );
+        // A tool that is not offered, or bad input, is never called.
+        assert!(matches!(call("CALL: mcp__echo__nope {}"), Plan::Text(_)));
+        assert!(matches!(call("CALL: mcp__echo__ask {"), Plan::Text(_)));
+        assert_eq!(
+            call("[SUGGESTION MODE: Suggest what the user might type]"),
+            Plan::Text(SUGGESTION.into())
         );
     }
 

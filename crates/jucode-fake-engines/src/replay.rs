@@ -403,13 +403,19 @@ impl<W: Write> Replay<W> {
                     }
                     // The arguments that name what a request is about, where recorded.
                     Some("control_request")
-                        if ["settings", "task_id", "question", "title"]
-                            .iter()
-                            .any(|k| {
-                                let key = format!("/request/{k}");
-                                expected.pointer(&key).is_some()
-                                    && actual.pointer(&key) != expected.pointer(&key)
-                            }) =>
+                        if [
+                            "settings",
+                            "task_id",
+                            "question",
+                            "title",
+                            "promptSuggestions",
+                        ]
+                        .iter()
+                        .any(|k| {
+                            let key = format!("/request/{k}");
+                            expected.pointer(&key).is_some()
+                                && actual.pointer(&key) != expected.pointer(&key)
+                        }) =>
                     {
                         return mismatch("wrong control request arguments");
                     }
@@ -429,6 +435,12 @@ impl<W: Write> Replay<W> {
                         let behavior = "/response/response/behavior";
                         if actual.pointer(behavior) != expected.pointer(behavior) {
                             return mismatch("wrong permission decision");
+                        }
+                        // An elicitation's answer: its action and the form's content.
+                        for key in ["/response/response/action", "/response/response/content"] {
+                            if actual.pointer(key) != expected.pointer(key) {
+                                return mismatch("wrong elicitation answer");
+                            }
                         }
                     }
                     _ => {}

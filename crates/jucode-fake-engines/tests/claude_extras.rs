@@ -315,10 +315,24 @@ async fn a_task_subagent_is_traced_live_and_its_transcript_read() {
     let mut h = started(&env, "claude-extras-subagent.jsonl", json!({})).await;
     send(&h, json!({"op":"user_message","content":"count the files"}));
     let events = turn(&mut h).await;
-    // The subagent's call is marked as its.
+    // The subagent's call is marked as its, by the agent id Claude Code gave it.
     assert!(events.iter().any(|e| e["type"] == "tool_start"
         && e["call_id"] == "toolu_sub1"
-        && e["subagent"] == "toolu_task1"));
+        && e["subagent"] == "a1b2c3"));
+    // Its lifecycle: started once named, completed with its result, each once.
+    let lifecycle: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "subagent_lifecycle")
+        .collect();
+    assert_eq!(
+        lifecycle,
+        [
+            &json!({"type":"subagent_lifecycle","path":"a1b2c3","status":"started","label":"Count files",
+                    "message":"Count the files in the project","model":null,"tool_use_id":"toolu_task1"}),
+            &json!({"type":"subagent_lifecycle","path":"a1b2c3","status":"completed","label":"Count files",
+                    "message":"There are 3 files.","model":null,"tool_use_id":"toolu_task1"}),
+        ]
+    );
     let runs = last_of(&events, "agent_runs");
     assert_eq!(runs["workflows"], json!([]));
     let agent = &runs["agents"][0];
@@ -482,5 +496,141 @@ async fn an_edit_approval_card_carries_its_hunks() {
             .iter()
             .any(|e| e["type"] == "tool_output" && e["is_error"] == false)
     );
+    assert_eq!(close(h).await, None);
+}
+
+/// The first event of `kind` in `events`.
+fn first_of(events: &[Value], kind: &str) -> Value {
+    events
+        .iter()
+        .find(|e| e["type"] == kind)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {kind} in {events:?}"))
+}
+
+#[tokio::test]
+async fn mcp_elicitations_retries_fallbacks_and_suggestions() {
+    let env = env();
+    let mut h = start(
+        &env.engine,
+        SESSION,
+        &env.cwd,
+        options(&env, "claude-extras-elicit.jsonl", json!({})),
+        false,
+    );
+    // A question an MCP server asked before we attached comes with `initialize`; Claude Code
+    // also sends it live, and it is shown once.
+    let events = until(&mut h, "command_list").await;
+    let card = first_of(&events, "approval_request");
+    assert_eq!(
+        card,
+        json!({"type":"approval_request","call_id":"elicit-1-elic_pending_1","name":"mcp_elicitation",
+               "summary":"Sign in to GitHub to continue","subagent_id":null,"hunks":null,
+               "server":"github","mode":"url","url":"https://github.example/login/device?code=ABCD",
+               "questions":null,"title":null})
+    );
+    // The hub keeps it for a watcher's snapshot like any approval card.
+    let parsed = jucode_protocol::serve::Event(obj(card.clone())).known();
+    assert!(matches!(
+        parsed,
+        Some(jucode_protocol::serve::Known::ApprovalRequest { .. })
+    ));
+    send(
+        &h,
+        json!({"op":"approve","call_id":"elicit-1-elic_pending_1","decision":"allow"}),
+    );
+    // A url request the server then reports complete is answered and its card goes.
+    let second = next(&mut h).await;
+    assert_eq!(second["type"], "approval_request", "{second}");
+    assert_eq!(second["call_id"], "elicit-1-elic_url_2");
+    assert_eq!(
+        next(&mut h).await,
+        json!({"type":"info","message":"github: the request in the browser is complete"})
+    );
+    // A second client's answer to an answered card is ignored.
+    send(
+        &h,
+        json!({"op":"approve","call_id":"elicit-1-elic_pending_1","decision":"deny"}),
+    );
+
+    send(&h, json!({"op":"user_message","content":"deploy it"}));
+    let events = until(&mut h, "approval_request").await;
+    assert_eq!(events[0]["type"], "user_message", "{events:?}");
+    assert_eq!(
+        first_of(&events, "retrying"),
+        json!({"type":"retrying","attempt":1,"max_attempts":10,"delay_ms":532,"reason":"overloaded"})
+    );
+    assert_eq!(
+        first_of(&events, "model_fallback"),
+        json!({"type":"model_fallback","from":"claude-opus-5-5","to":"claude-sonnet-5-0",
+               "reason":"cyber","scope":"session",
+               "message":"Opus declined this request; retrying with Sonnet."})
+    );
+    assert_eq!(
+        last_of(&events, "model_status")["model"],
+        "claude-sonnet-5-0"
+    );
+    let form = last_of(&events, "approval_request");
+    assert_eq!(form["call_id"], "elicit-1-elic_form_3");
+    assert_eq!(form["mode"], "form");
+    assert_eq!(form["summary"], "Where should I deploy?");
+    assert_eq!(form["url"], Value::Null);
+    assert_eq!(
+        form["questions"],
+        json!([
+            {"id":"target","header":"Target","question":"Target","type":"string","required":true,
+             "multiple":false,"default":null,
+             "options":[{"value":"prod","label":"Production"},{"value":"staging","label":"Staging"}]},
+            {"id":"replicas","header":"Replicas","question":"How many replicas?","type":"integer",
+             "required":true,"multiple":false,"default":null,"options":null},
+            {"id":"notify","header":"Notify the team","question":"Notify the team","type":"boolean",
+             "required":false,"multiple":false,"default":null,"options":null},
+        ])
+    );
+    // Answers that do not fit the form are refused and the card stays open.
+    send(
+        &h,
+        json!({"op":"approve","call_id":"elicit-1-elic_form_3","decision":"allow",
+               "answers":{"target":"Staging"}}),
+    );
+    assert_eq!(
+        next(&mut h).await,
+        json!({"type":"error","message":"an answer to Replicas is required"})
+    );
+    // The fake checks the typed content: {target: staging, replicas: 2, notify: true}.
+    send(
+        &h,
+        json!({"op":"approve","call_id":"elicit-1-elic_form_3","decision":"allow",
+               "answers":{"target":"Staging","replicas":"2","notify":"yes"}}),
+    );
+    let confirm = next(&mut h).await;
+    assert_eq!(confirm["call_id"], "elicit-1-elic_form_4", "{confirm}");
+    // A denial declines.
+    send(
+        &h,
+        json!({"op":"approve","call_id":"elicit-1-elic_form_4","decision":"deny"}),
+    );
+    let events = turn(&mut h).await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_output" && e["output"] == "deployed 2 replicas to staging")
+    );
+    // The likely next prompt arrives after the turn ended.
+    assert_eq!(
+        next(&mut h).await,
+        json!({"type":"prompt_suggestion","text":"check the staging logs"})
+    );
+
+    // An interrupt cancels the open question, then the turn.
+    send(&h, json!({"op":"user_message","content":"deploy again"}));
+    let events = until(&mut h, "approval_request").await;
+    assert_eq!(
+        last_of(&events, "approval_request")["call_id"],
+        "elicit-1-elic_form_5"
+    );
+    send(&h, json!({"op":"interrupt"}));
+    let events = turn(&mut h).await;
+    assert!(events.contains(&json!({"type":"status","message":"interrupted"})));
     assert_eq!(close(h).await, None);
 }

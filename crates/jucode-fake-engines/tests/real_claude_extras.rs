@@ -217,9 +217,17 @@ async fn claude_a_subagent_is_traced_and_its_transcript_read() {
     // background and its subagent answers `user said: say hi`.
     send(&h, json!({"op":"user_message","content":"AGENT: say hi"}));
     let (mut ready, mut done) = (false, None);
+    let mut lifecycle = Vec::new();
+    let mut subagent_calls = Vec::new();
     while !(ready && done.is_some()) {
         let e = next(&mut h).await;
         assert_ne!(e["type"], "error", "{e}");
+        if e["type"] == "subagent_lifecycle" {
+            lifecycle.push(e.clone());
+        }
+        if e["type"] == "tool_start" && e.get("subagent").is_some() {
+            subagent_calls.push(e.clone());
+        }
         if e["type"] == "approval_request" {
             send(
                 &h,
@@ -240,6 +248,21 @@ async fn claude_a_subagent_is_traced_and_its_transcript_read() {
     assert!(agent["tool_use_id"].as_str().unwrap().starts_with("toolu_"));
     let id = agent["id"].as_str().unwrap().to_string();
     assert_ne!(Some(id.as_str()), agent["tool_use_id"].as_str());
+    // Its lifecycle, by the same id: started, then completed.
+    let states: Vec<(&str, &str)> = lifecycle
+        .iter()
+        .map(|e| (e["path"].as_str().unwrap(), e["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        states,
+        [(id.as_str(), "started"), (id.as_str(), "completed")],
+        "{lifecycle:?}"
+    );
+    assert_eq!(lifecycle[0]["label"], "Fake subagent");
+    // Calls the subagent made (if the CLI forwarded any) name it by that id.
+    for call in &subagent_calls {
+        assert_eq!(call["subagent"], id.as_str(), "{call}");
+    }
 
     // The saved file is the same run, not a second one.
     send(&h, json!({"op":"agent_runs"}));
@@ -279,6 +302,99 @@ async fn claude_a_subagent_is_traced_and_its_transcript_read() {
     assert!(
         items.contains(&json!({"role":"assistant","content":"user said: say hi"})),
         "{t}"
+    );
+    assert_eq!(close(h).await, None);
+}
+
+/// `jucode-mcp-echo`, built into the same target dir as this test.
+fn mcp_echo() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("jucode-mcp-echo");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p jucode-mcp-testserver`",
+        bin.display()
+    );
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
+async fn claude_an_mcp_servers_question_is_an_approval_card() {
+    let world = World::new().await;
+    // A user-scope MCP server: the test server, whose `ask` tool elicits a form.
+    let config = world.dir.path().join("home/.claude");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join(".claude.json"),
+        json!({"mcpServers": {"echo": {"type": "stdio", "command": mcp_echo().display().to_string(), "args": ["--ask"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    // Offer MCP tools to the model directly rather than behind ToolSearch.
+    let mut options = world.options(json!({}));
+    options["env"]["ENABLE_TOOL_SEARCH"] = json!("false");
+    let engine = ClaudeEngine::new(AdapterConfig {
+        jucode_home: world.dir.path().join("jucode"),
+        user_home: world.dir.path().join("home"),
+    });
+    let mut h = start(
+        &engine,
+        SESSION,
+        &world.dir.path().join("work"),
+        options,
+        false,
+    );
+    until(&mut h, "command_list").await;
+    send(
+        &h,
+        json!({"op":"user_message","content":"CALL: mcp__echo__ask {\"question\":\"Which colour?\"}"}),
+    );
+    let mut asked = None;
+    let mut events = Vec::new();
+    loop {
+        let e = next(&mut h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        events.push(e.clone());
+        if e["type"] == "approval_request" && e["name"] == "mcp_elicitation" {
+            asked = Some(e.clone());
+            send(
+                &h,
+                json!({"op":"approve","call_id":e["call_id"],"decision":"allow","answers":{"answer":"blue"}}),
+            );
+        } else if e["type"] == "approval_request" {
+            // The MCP tool call itself.
+            send(
+                &h,
+                json!({"op":"approve","call_id":e["call_id"],"decision":"allow"}),
+            );
+        }
+        if e["type"] == "status" && e["message"] == "ready" {
+            break;
+        }
+    }
+    let asked = asked.unwrap_or_else(|| panic!("no elicitation card in {events:?}"));
+    assert_eq!(asked["summary"], "Which colour?", "{asked}");
+    assert_eq!(asked["server"], "echo");
+    assert_eq!(asked["mode"], "form");
+    assert_eq!(asked["questions"][0]["id"], "answer");
+    assert_eq!(asked["questions"][0]["required"], true);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_output" && e["output"] == "answered: blue"),
+        "{events:?}"
+    );
+    // Prompt suggestions are on: Claude Code asks the model for one after the turn.
+    let suggestion = answer(&mut h, "prompt_suggestion").await;
+    assert_eq!(
+        suggestion,
+        json!({"type":"prompt_suggestion","text":jucode_fake_engines::fake_model::SUGGESTION})
     );
     assert_eq!(close(h).await, None);
 }
