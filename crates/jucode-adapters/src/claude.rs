@@ -867,8 +867,11 @@ impl Claude {
                 Ok(Some(content)) => json!({"action": "accept", "content": content}),
                 Ok(None) => json!({"action": "accept"}),
                 Err(message) => {
+                    // The daemon dropped the card from its snapshot when the answer went out.
+                    let card = e.shown.clone();
                     self.elicitations.open(answer.call_id, e);
-                    return self.emit(error(message)).await;
+                    return self.emit(error(message)).await
+                        && self.emit(event("approval_request", card)).await;
                 }
             }
         } else {
@@ -884,8 +887,9 @@ impl Claude {
         if self.elicitations.knows(&call_id) {
             return true;
         }
-        let e = Elicitation::from_request(request_id, request);
+        let mut e = Elicitation::from_request(request_id, request);
         let card = e.card(&call_id, request);
+        e.shown = card.clone();
         self.elicitations.open(call_id, e);
         self.emit(event("approval_request", card)).await
     }

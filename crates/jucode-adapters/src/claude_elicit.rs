@@ -16,6 +16,8 @@ pub(crate) struct Elicitation {
     pub url: Option<String>,
     /// The form's questions (empty in url mode).
     pub questions: Vec<Question>,
+    /// The card as shown, sent again when an answer does not fit the form.
+    pub shown: Value,
 }
 
 /// One field of an elicitation form.
@@ -78,6 +80,7 @@ impl Elicitation {
             elicitation_id: str_of(request, "elicitation_id"),
             url: str_of(request, "url").filter(|_| url_mode),
             questions,
+            shown: Value::Null,
         }
     }
 

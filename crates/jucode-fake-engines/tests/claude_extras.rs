@@ -597,6 +597,8 @@ async fn mcp_elicitations_retries_fallbacks_and_suggestions() {
         next(&mut h).await,
         json!({"type":"error","message":"an answer to Replicas is required"})
     );
+    // The card is shown again: the daemon dropped it from its snapshot when the answer left.
+    assert_eq!(next(&mut h).await, form);
     // The fake checks the typed content: {target: staging, replicas: 2, notify: true}.
     send(
         &h,

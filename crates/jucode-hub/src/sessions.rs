@@ -849,11 +849,11 @@ impl Hub {
                 return self.session_close(session);
             }
         }
-        let inner = self.lock();
+        let mut inner = self.lock();
         let s = inner
             .sessions
             .map
-            .get(session)
+            .get_mut(session)
             .ok_or_else(|| format!("unknown session {session}"))?;
         let Some(running) = &s.running else {
             return Err(format!(
@@ -863,7 +863,15 @@ impl Hub {
         running
             .ops
             .send(frame.engine_op())
-            .map_err(|_| format!("session {session} is stopping"))
+            .map_err(|_| format!("session {session} is stopping"))?;
+        // An answered card leaves a later watcher's snapshot at once, not at the end of the
+        // turn; an engine that refuses the answer sends the card again.
+        if frame.op == "approve"
+            && let Some(call_id) = frame.fields.get("call_id").and_then(Value::as_str)
+        {
+            s.view.approvals.retain(|(c, _)| c != call_id);
+        }
+        Ok(())
     }
 
     /// Records a decision on a deferred action, then hands it to the session's engine,
