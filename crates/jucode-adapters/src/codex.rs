@@ -13,9 +13,10 @@
 //! (listed by `session_history`) is opened.
 //!
 //! Besides turns: `/fast` and `/thinking` (service tier and reasoning summary of later turns),
-//! `/login` (ChatGPT device code), `mcp_list` / `mcp_reconnect` / `mcp_login`, and subagent
-//! threads feeding `agent_runs` (`codex_agents`). A file change's approval card shows
-//! its hunks (`codex_hunks`).
+//! `/login` (ChatGPT device code), `mcp_list` / `mcp_reconnect` / `mcp_login` (the list kept
+//! current by Codex's startup statuses), and subagent threads feeding `agent_runs`
+//! (`codex_agents`; those saved before this process from Codex's rollouts, `codex_saved`). A
+//! file change's approval card shows its hunks (`codex_hunks`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -123,6 +124,12 @@ impl EngineFactory for CodexEngine {
         let program =
             crate::discover::find_binary("codex", "CODEX_BIN", &options, &self.config.user_home)?;
         let resume_thread = spec.resume.then(|| self.thread_for(&spec.session));
+        // Until `initialize` names it: where Codex keeps its sessions.
+        let codex_home = options
+            .env_var("CODEX_HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.user_home.join(".codex"));
         let (handle, ops, events) = jucode_engine::channel();
         let (input_tx, input_rx) = mpsc::unbounded_channel();
         let mut roots = vec![spec.cwd.clone()];
@@ -155,6 +162,7 @@ impl EngineFactory for CodexEngine {
             fast: None,
             thinking: None,
             resume_thread,
+            codex_home,
             child: Some(child),
             sink: Sink::new(events),
             thread: None,
@@ -171,6 +179,7 @@ impl EngineFactory for CodexEngine {
             usage: [0; 4],
             agents: Agents::default(),
             file_changes: HashMap::new(),
+            mcp_servers: Vec::new(),
         };
         tokio::spawn(codex.run(ops, input_rx));
         Ok(handle)
@@ -233,6 +242,8 @@ struct Codex {
     /// Reasoning summaries on or off, when the user chose.
     thinking: Option<bool>,
     resume_thread: Option<String>,
+    /// Codex's home (`codexHome` of `initialize`): its saved rollouts are read for subagents.
+    codex_home: PathBuf,
     child: Option<ChildProc>,
     sink: Sink,
     /// The open thread, once `thread/start` or `thread/resume` answered.
@@ -256,6 +267,8 @@ struct Codex {
     agents: Agents,
     /// The changes of file change items still open, by item id (for their approval cards).
     file_changes: HashMap<String, Value>,
+    /// The MCP servers as last listed, kept current by startup status notifications.
+    mcp_servers: Vec<Value>,
 }
 
 impl Codex {
@@ -395,6 +408,10 @@ impl Codex {
                 Err(format!("{name} is not available in Codex sessions"))
             }
             "agent_runs" => {
+                // Children Codex saved since (another client on the same thread) count too.
+                if let Some(thread) = self.thread.clone() {
+                    self.agents.load_saved(&self.codex_home, &thread);
+                }
                 let runs = self.agents.event();
                 return self.sink.answer(runs).await;
             }
@@ -752,6 +769,11 @@ impl Codex {
         let result = frame.get("result").cloned().unwrap_or(Value::Null);
         match kind {
             Request::Initialize => {
+                if let Some(home) = result.get("codexHome").and_then(Value::as_str)
+                    && !home.is_empty()
+                {
+                    self.codex_home = PathBuf::from(home);
+                }
                 if !self.write(&json!({"method": "initialized"})).await {
                     return true;
                 }
@@ -837,6 +859,7 @@ impl Codex {
                     .flatten()
                     .map(mcp_entry)
                     .collect();
+                self.mcp_servers = servers.clone();
                 let list = event("mcp_servers", json!({ "servers": servers }));
                 self.sink.answer(list).await
             }
@@ -941,6 +964,16 @@ impl Codex {
         if !ok {
             return false;
         }
+        // Server states Codex reported while the thread was opening.
+        if !self.mcp_servers.is_empty() && !self.mcp_changed().await {
+            return false;
+        }
+        if self.resume_thread.is_some()
+            && self.agents.load_saved(&self.codex_home, &thread)
+            && !self.runs_changed().await
+        {
+            return false;
+        }
         if self.resume_thread.is_some()
             && let Some(path) = result.pointer("/thread/path").and_then(Value::as_str)
             && std::path::Path::new(path).is_file()
@@ -958,7 +991,84 @@ impl Codex {
 
     /// The main thread's collab tool call (spawn, wait, close…): only the runs change.
     async fn collab_call(&mut self, item: &Value) -> bool {
-        !self.agents.collab_call(item) || self.runs_changed().await
+        let (changed, new) = self.agents.collab_call(item);
+        let prompt = item
+            .get("prompt")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        for thread in new {
+            let names = crate::codex_saved::saved_names(&self.codex_home, &thread);
+            if let Some(started) = self.agents.spawned(&thread, names, prompt.clone())
+                && !self.emit(started).await
+            {
+                return false;
+            }
+        }
+        !changed || self.runs_changed().await
+    }
+
+    /// `mcpServer/startupStatus/updated`: one server's state changed; the list follows.
+    async fn mcp_status(&mut self, params: &Value) -> bool {
+        // A subagent's thread starts servers of its own: not this session's.
+        if let (Some(about), Some(ours)) = (
+            params.get("threadId").and_then(Value::as_str),
+            self.thread.as_deref(),
+        ) && about != ours
+        {
+            return true;
+        }
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return true;
+        };
+        let status = params.get("status").and_then(Value::as_str).unwrap_or("");
+        let (state, problem) = match status {
+            "starting" => ("connecting", None),
+            "ready" => ("connected", None),
+            "cancelled" => ("failed", Some("cancelled".to_string())),
+            _ => (
+                "failed",
+                Some(
+                    ["error", "failureReason"]
+                        .iter()
+                        .find_map(|k| params.get(*k).filter(|e| !e.is_null()).map(text_of))
+                        .unwrap_or_else(|| format!("startup {status}")),
+                ),
+            ),
+        };
+        let at = match self.mcp_servers.iter().position(|s| s["name"] == name) {
+            Some(at) => at,
+            None => {
+                self.mcp_servers
+                    .push(json!({"name": name, "transport": "codex", "state": "", "tools": []}));
+                self.mcp_servers.len() - 1
+            }
+        };
+        let entry = &mut self.mcp_servers[at];
+        let before = entry.clone();
+        entry["state"] = json!(state);
+        match (problem, entry.as_object_mut()) {
+            (Some(problem), _) => entry["error"] = json!(problem),
+            (None, Some(map)) => {
+                map.remove("error");
+            }
+            (None, None) => {}
+        }
+        let unlisted_tools =
+            state == "connected" && entry["tools"].as_array().is_none_or(|t| t.is_empty());
+        if *entry == before || self.thread.is_none() {
+            // Unchanged, or the thread is not open yet (`thread_open` sends the list).
+            return true;
+        }
+        if !self.mcp_changed().await {
+            return false;
+        }
+        // A server that just came up has tools the list names: ask for it.
+        !unlisted_tools || self.mcp_list().await
+    }
+
+    async fn mcp_changed(&mut self) -> bool {
+        let list = event("mcp_servers", json!({ "servers": self.mcp_servers }));
+        self.sink.state(list).await
     }
 
     async fn runs_changed(&mut self) -> bool {
@@ -1017,6 +1127,7 @@ impl Codex {
                 };
                 return self.emit(said).await && self.mcp_list().await;
             }
+            "mcpServer/startupStatus/updated" => return self.mcp_status(params).await,
             "account/login/completed" => {
                 let said = match params.get("success").and_then(Value::as_bool) {
                     Some(true) => info("Codex is signed in to ChatGPT"),
@@ -1048,7 +1159,17 @@ impl Codex {
             return true;
         }
         if !self.ours(params) {
+            // Codex saves a spawned thread's names once it runs: look them up until found.
+            let mut renamed = false;
+            if let Some(thread) = params.get("threadId").and_then(Value::as_str)
+                && matches!(method, "turn/started" | "item/completed" | "turn/completed")
+                && self.agents.unnamed(thread)
+            {
+                let names = crate::codex_saved::saved_names(&self.codex_home, thread);
+                renamed = self.agents.name(thread, names);
+            }
             let (changed, lifecycle) = self.agents.child_event(method, params);
+            let changed = changed || renamed;
             if let Some(lifecycle) = lifecycle
                 && !self.emit(lifecycle).await
             {

@@ -36,6 +36,8 @@ struct Agent {
     duration_ms: Option<u64>,
     tokens: u64,
     tool_calls: u64,
+    /// Whether Codex told its nickname or role (else it is looked up in its rollout).
+    named: bool,
 }
 
 /// The subagents of one Codex session.
@@ -72,8 +74,12 @@ impl Agents {
             .get("model")
             .and_then(Value::as_str)
             .map(str::to_string);
+        let named = ["agentNickname", "agentRole"]
+            .iter()
+            .any(|k| thread.get(*k).is_some_and(Value::is_string));
         match self.get(&id) {
             Some(agent) => {
+                agent.named |= named;
                 agent.label = label.clone();
                 agent.kind = kind.or(agent.kind.take());
                 agent.model = model.or(agent.model.take());
@@ -89,6 +95,7 @@ impl Agents {
                 duration_ms: None,
                 tokens: 0,
                 tool_calls: 0,
+                named,
             }),
         }
         Some(event(
@@ -99,11 +106,13 @@ impl Agents {
     }
 
     /// A `collabAgentToolCall` item of the session's own thread: which call spawned which
-    /// thread, and the targets' last known states.
-    pub(crate) fn collab_call(&mut self, item: &Value) -> bool {
+    /// thread, and the targets' last known states. Returns whether the runs changed and the
+    /// threads first heard of here (Codex 0.171.0 sends no `thread/started` for them).
+    pub(crate) fn collab_call(&mut self, item: &Value) -> (bool, Vec<String>) {
         let call = item.get("id").and_then(Value::as_str).unwrap_or("");
         let spawn = item.get("tool").and_then(Value::as_str) == Some("spawnAgent");
         let mut changed = false;
+        let mut new = Vec::new();
         let receivers = item
             .get("receiverThreadIds")
             .and_then(Value::as_array)
@@ -111,6 +120,7 @@ impl Agents {
             .unwrap_or_default();
         for thread in receivers.iter().filter_map(Value::as_str) {
             if !self.knows(thread) && spawn {
+                new.push(thread.to_string());
                 self.agents.push(Agent {
                     id: thread.to_string(),
                     label: "subagent".into(),
@@ -122,6 +132,7 @@ impl Agents {
                     duration_ms: None,
                     tokens: 0,
                     tool_calls: 0,
+                    named: false,
                 });
             }
             if spawn && let Some(agent) = self.get(thread) {
@@ -154,6 +165,44 @@ impl Agents {
                 }
             }
         }
+        (changed, new)
+    }
+
+    /// A thread first heard of through its spawn call: its names (nickname, role) as Codex
+    /// saved them, and its `started` lifecycle.
+    pub(crate) fn spawned(
+        &mut self,
+        thread: &str,
+        names: (Option<String>, Option<String>),
+        prompt: Option<String>,
+    ) -> Lifecycle {
+        self.name(thread, names);
+        let agent = self.get(thread)?;
+        Some(event(
+            "subagent_lifecycle",
+            json!({"path": thread, "status": "started", "label": agent.label,
+                   "message": prompt.filter(|p| !p.is_empty()).map(|p| truncate(&p, 400))}),
+        ))
+    }
+
+    /// Whether `thread` is a subagent whose nickname and role are still unknown.
+    pub(crate) fn unnamed(&self, thread: &str) -> bool {
+        self.agents.iter().any(|a| a.id == thread && !a.named)
+    }
+
+    /// Gives a subagent the nickname / role Codex saved; whether it was renamed.
+    pub(crate) fn name(&mut self, thread: &str, names: (Option<String>, Option<String>)) -> bool {
+        let Some(agent) = self.get(thread) else {
+            return false;
+        };
+        let (nickname, role) = names;
+        let Some(label) = nickname.or(role.clone()) else {
+            return false;
+        };
+        agent.named = true;
+        let changed = agent.label != label || (role.is_some() && agent.kind != role);
+        agent.label = label;
+        agent.kind = role.or(agent.kind.take());
         changed
     }
 
@@ -211,6 +260,32 @@ impl Agents {
             }
             _ => (false, None),
         }
+    }
+
+    /// Adds the subagents Codex saved under `codex_home` for thread `parent` that this process
+    /// has not seen (`codex_saved`); whether any was added.
+    pub(crate) fn load_saved(&mut self, codex_home: &std::path::Path, parent: &str) -> bool {
+        let mut changed = false;
+        for saved in crate::codex_saved::saved_children(codex_home, parent) {
+            if self.knows(&saved.id) {
+                continue;
+            }
+            self.agents.push(Agent {
+                id: saved.id,
+                label: saved.label,
+                kind: saved.kind,
+                tool_use_id: saved.tool_use_id,
+                status: saved.status,
+                model: saved.model,
+                started_at: saved.started_at,
+                duration_ms: saved.duration_ms,
+                tokens: saved.tokens,
+                tool_calls: saved.tool_calls,
+                named: true,
+            });
+            changed = true;
+        }
+        changed
     }
 
     /// The serve-v2 `agent_runs` event: Codex has no workflows, only agents.
@@ -328,10 +403,11 @@ mod tests {
             )
             .unwrap();
         assert_eq!(started.str("status"), Some("started"));
-        assert!(agents.collab_call(
+        let (changed, new) = agents.collab_call(
             &json!({"id":"call_9","tool":"spawnAgent","receiverThreadIds":["child"],
-            "agentsStates":{"child":{"status":"running"}}})
-        ));
+            "agentsStates":{"child":{"status":"running"}}}),
+        );
+        assert!(changed && new.is_empty());
         let (changed, _) = agents.child_event(
             "item/completed",
             &json!({"threadId":"child","item":{"type":"commandExecution"}}),
@@ -354,6 +430,29 @@ mod tests {
             )
         );
         assert_eq!(a["status"], "completed");
+    }
+
+    #[test]
+    fn a_thread_known_only_from_its_spawn_call_gets_its_saved_names() {
+        let mut agents = Agents::default();
+        let (changed, new) = agents.collab_call(
+            &json!({"id":"call_1","tool":"spawnAgent","receiverThreadIds":["kid"],"prompt":"go"}),
+        );
+        assert!(changed);
+        assert_eq!(new, vec!["kid".to_string()]);
+        let started = agents
+            .spawned("kid", (Some("Tesla".into()), None), Some("go".into()))
+            .unwrap();
+        assert_eq!(
+            (
+                started.str("status"),
+                started.str("label"),
+                started.str("message")
+            ),
+            (Some("started"), Some("Tesla"), Some("go"))
+        );
+        assert_eq!(agents.event().0["agents"][0]["label"], "Tesla");
+        assert!(agents.spawned("nobody", (None, None), None).is_none());
     }
 
     #[test]

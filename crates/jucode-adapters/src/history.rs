@@ -32,7 +32,7 @@ pub fn saved_conversations(engine: &str, cwd: &Path, user_home: &Path) -> Vec<Sa
     out
 }
 
-fn lines(path: &Path) -> impl Iterator<Item = Value> {
+pub(crate) fn lines(path: &Path) -> impl Iterator<Item = Value> {
     std::fs::File::open(path)
         .ok()
         .map(BufReader::new)
@@ -250,7 +250,7 @@ pub fn claude_transcript(path: &Path) -> Vec<TranscriptItem> {
 
 // ---- Codex ----
 
-fn rollouts(codex_home: &Path) -> impl Iterator<Item = PathBuf> {
+pub(crate) fn rollouts(codex_home: &Path) -> impl Iterator<Item = PathBuf> {
     walkdir::WalkDir::new(codex_home.join("sessions"))
         .max_depth(4)
         .follow_links(false)

@@ -21,6 +21,7 @@ mod claude_runs;
 pub mod codex;
 mod codex_agents;
 mod codex_hunks;
+mod codex_saved;
 pub mod discover;
 pub mod history;
 pub mod options;

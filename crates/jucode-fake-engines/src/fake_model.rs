@@ -14,6 +14,9 @@
 //!   `apply_patch <<'EOF' … EOF`, which Codex turns into a file change;
 //! - `AGENT: <prompt>` (Anthropic, when an Agent or Task tool is offered) → one subagent call
 //!   with that prompt;
+//! - `SPAWN: <prompt>` (Responses, when Codex offers `spawn_agent`, alone or in a tool
+//!   namespace) → one `spawn_agent` call whose message is the prompt; the subagent's own
+//!   request then sees the prompt as its user text;
 //! - `CALL: <tool> <json input>` (Anthropic, when a tool of that name is offered, e.g. an MCP
 //!   server's `mcp__<server>__<tool>`) → one call of it with that input (`{}` when none);
 //! - `HANG: …` → the start of a text answer (`working on it`), then the stream stays open until
@@ -291,6 +294,11 @@ enum Plan {
         name: String,
         input: Value,
     },
+    /// Codex's `spawn_agent` (Responses only), in the namespace Codex offered it under.
+    Spawn {
+        prompt: String,
+        namespace: Option<String>,
+    },
     Text(String),
     Hang,
 }
@@ -298,7 +306,7 @@ enum Plan {
 impl Plan {
     fn kind(&self) -> &'static str {
         match self {
-            Plan::Tool { .. } | Plan::Call { .. } => "tool",
+            Plan::Tool { .. } | Plan::Call { .. } | Plan::Spawn { .. } => "tool",
             Plan::Text(_) => "text",
             Plan::Hang => "hang",
         }
@@ -485,6 +493,11 @@ fn anthropic_message(shared: &Shared, body: &Value, plan: &Plan) -> Value {
             "tool_use",
         ),
         Plan::Text(text) => (json!({"type": "text", "text": text}), "end_turn"),
+        // Only the Responses script spawns Codex subagents.
+        Plan::Spawn { prompt, .. } => (
+            json!({"type": "text", "text": format!("user said: SPAWN: {prompt}")}),
+            "end_turn",
+        ),
         Plan::Hang => (json!({"type": "text", "text": HANG_TEXT}), "end_turn"),
     };
     json!({"id": shared.id("msg"), "type": "message", "role": "assistant",
@@ -638,10 +651,31 @@ fn responses_plan(body: &Value) -> (Plan, Option<String>) {
         .iter()
         .find(|t| names.iter().any(|n| n == *t))
         .map(|t| t.to_string());
+    if tool_output.is_none()
+        && let Some(prompt) = command_after(&user_text, "SPAWN:")
+        && let Some(namespace) = spawn_tool(&body["tools"])
+    {
+        return (Plan::Spawn { prompt, namespace }, tool);
+    }
     (
         decide(&user_text, tool_output.as_deref(), tool.is_some()),
         tool,
     )
+}
+
+/// Where Codex offers `spawn_agent`: `Some(None)` at the top level, `Some(Some(ns))` inside
+/// the tool namespace `ns` (0.171.0 offers it in `multi_agent_v1`), `None` when it does not.
+fn spawn_tool(tools: &Value) -> Option<Option<String>> {
+    let is_spawn = |t: &Value| t["type"] == "function" && t["name"] == "spawn_agent";
+    blocks(tools).iter().find_map(|t| {
+        if is_spawn(t) {
+            Some(None)
+        } else if t["type"] == "namespace" && blocks(&t["tools"]).iter().any(is_spawn) {
+            t["name"].as_str().map(|n| Some(n.to_string()))
+        } else {
+            None
+        }
+    })
 }
 
 fn responses_tool_call(shared: &Shared, tool: &str, command: &str, escalate: bool) -> Value {
@@ -683,8 +717,23 @@ fn responses_events(
     push(json!({"type": "response.created", "response": base}));
     push(json!({"type": "response.in_progress", "response": base}));
     let item = match (plan, tool) {
-        (Plan::Tool { command, escalate }, Some(tool)) => {
-            let item = responses_tool_call(shared, tool, command, *escalate);
+        (Plan::Tool { .. }, Some(_)) | (Plan::Spawn { .. }, _) => {
+            let item = match (plan, tool) {
+                (Plan::Spawn { prompt, namespace }, _) => {
+                    let mut item = json!({"type": "function_call", "id": shared.id("fc"),
+                        "call_id": shared.id("call"), "name": "spawn_agent",
+                        "arguments": json!({"message": prompt}).to_string(),
+                        "status": "completed"});
+                    if let Some(namespace) = namespace {
+                        item["namespace"] = json!(namespace);
+                    }
+                    item
+                }
+                (Plan::Tool { command, escalate }, Some(tool)) => {
+                    responses_tool_call(shared, tool, command, *escalate)
+                }
+                _ => Value::Null,
+            };
             if item["type"] == "function_call" {
                 let mut added = item.clone();
                 added["arguments"] = json!("");
@@ -850,6 +899,46 @@ mod tests {
             {"type": "function_call_output", "call_id": "c",
              "output": "Chunk ID: 1\nProcess exited with code 0\nOutput:\nhi\n"}]});
         assert_eq!(responses_plan(&body).0, Plan::Text("tool said: hi".into()));
+    }
+
+    #[test]
+    fn responses_spawn_a_codex_subagent_only_when_offered() {
+        let tools = json!([{"type": "function", "name": "exec_command"},
+            {"type": "namespace", "name": "multi_agent_v1",
+             "tools": [{"type": "function", "name": "spawn_agent"}]}]);
+        let body = json!({"tools": tools, "input": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "SPAWN: count files"}]}]});
+        let (plan, tool) = responses_plan(&body);
+        assert_eq!(
+            plan,
+            Plan::Spawn {
+                prompt: "count files".into(),
+                namespace: Some("multi_agent_v1".into())
+            }
+        );
+        let shared = Shared::default();
+        let events = responses_events(&shared, &body, &plan, tool.as_deref());
+        let call = &events.last().unwrap().1["response"]["output"][0];
+        assert_eq!(
+            (&call["name"], &call["namespace"]),
+            (&json!("spawn_agent"), &json!("multi_agent_v1"))
+        );
+        let args: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"message": "count files"}));
+        // Without the tool, or once the call answered, it is plain text.
+        let bare = json!({"tools": [{"type": "function", "name": "exec_command"}],
+            "input": [{"type": "message", "role": "user", "content": "SPAWN: x"}]});
+        assert_eq!(
+            responses_plan(&bare).0,
+            Plan::Text("user said: SPAWN: x".into())
+        );
+        let answered = json!({"tools": tools, "input": [
+            {"type": "message", "role": "user", "content": "SPAWN: x"},
+            {"type": "function_call_output", "call_id": "c", "output": "{\"agent_id\":\"a\"}"}]});
+        assert_eq!(
+            responses_plan(&answered).0,
+            Plan::Text("tool said: {\"agent_id\":\"a\"}".into())
+        );
     }
 
     #[test]

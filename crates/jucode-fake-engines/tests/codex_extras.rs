@@ -293,3 +293,209 @@ async fn a_file_change_card_shows_its_hunks_and_is_applied_whole() {
     );
     assert_eq!(close(h).await, None);
 }
+
+const PARENT: &str = "019ad0c2-1f00-7000-8000-000000000001";
+const CHILD: &str = "019ad0c2-2000-7000-8000-000000000002";
+const GRANDCHILD: &str = "019ad0c2-2100-7000-8000-000000000003";
+const STRANGER: &str = "019ad0c2-2200-7000-8000-000000000004";
+
+/// Writes a rollout in the shapes Codex 0.171.0 saves (`$CODEX_HOME/sessions/Y/M/D/…`).
+fn rollout(codex_home: &std::path::Path, id: &str, lines: &[Value]) {
+    let dir = codex_home.join("sessions/2026/11/29");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    std::fs::write(
+        dir.join(format!("rollout-2026-11-29T10-00-00-{id}.jsonl")),
+        text.join("\n") + "\n",
+    )
+    .unwrap();
+}
+
+fn spawned(id: &str, parent: &str, nickname: &str, role: Value) -> Value {
+    json!({"timestamp":"2026-11-29T10:00:00.000Z","type":"session_meta","payload":{
+        "session_id":PARENT,"id":id,"parent_thread_id":parent,"cwd":"/w","originator":"codex_app_server",
+        "cli_version":"0.171.0","source":{"subagent":{"thread_spawn":{"parent_thread_id":parent,
+        "depth":1,"agent_path":null,"agent_nickname":nickname,"agent_role":role}}},
+        "thread_source":"subagent","agent_nickname":nickname,"model_provider":"openai"}})
+}
+
+fn event_msg(payload: Value) -> Value {
+    json!({"timestamp":"2026-11-29T10:00:01.000Z","type":"event_msg","payload":payload})
+}
+
+#[tokio::test]
+async fn a_reopened_session_lists_the_subagents_codex_saved_and_reads_them_out() {
+    let env = env();
+    let home = env.dir.path().join("codex-home");
+    rollout(
+        &home,
+        PARENT,
+        &[
+            json!({"type":"session_meta","payload":{"id":PARENT,"session_id":PARENT,"source":"appServer","cwd":"/w"}}),
+            json!({"type":"response_item","payload":{"type":"function_call","name":"spawn_agent",
+                "namespace":"multi_agent_v1","call_id":"call_spawn","arguments":"{\"message\":\"look around\"}"}}),
+            json!({"type":"response_item","payload":{"type":"function_call_output","call_id":"call_spawn",
+                "output":format!("{{\"agent_id\":\"{CHILD}\",\"nickname\":\"Ada\"}}")}}),
+        ],
+    );
+    rollout(
+        &home,
+        CHILD,
+        &[
+            spawned(CHILD, PARENT, "Ada", json!("explorer")),
+            event_msg(json!({"type":"task_started","turn_id":"t1"})),
+            json!({"type":"turn_context","payload":{"turn_id":"t1","cwd":"/w","model":"gpt-test"}}),
+            json!({"type":"response_item","payload":{"type":"function_call","name":"exec_command","call_id":"c1","arguments":"{}"}}),
+            event_msg(
+                json!({"type":"token_count","info":{"total_token_usage":{"input_tokens":30,"output_tokens":12,"total_tokens":42}}}),
+            ),
+            event_msg(
+                json!({"type":"task_complete","turn_id":"t1","last_agent_message":"found a.txt"}),
+            ),
+        ],
+    );
+    rollout(
+        &home,
+        GRANDCHILD,
+        &[
+            spawned(GRANDCHILD, CHILD, "Bo", Value::Null),
+            event_msg(json!({"type":"task_started","turn_id":"t2"})),
+            event_msg(
+                json!({"type":"turn_aborted","turn_id":"t2","reason":"interrupted","duration_ms":5}),
+            ),
+        ],
+    );
+    // Another conversation's subagent: never this session's.
+    rollout(
+        &home,
+        STRANGER,
+        &[spawned(
+            STRANGER,
+            "019ad0c2-0000-7000-8000-00000000ffff",
+            "Cy",
+            Value::Null,
+        )],
+    );
+
+    let engine = CodexEngine::new(AdapterConfig {
+        jucode_home: env.dir.path().join("jucode"),
+        user_home: env.dir.path().join("home"),
+    });
+    let options = json!({"bin": env!("CARGO_BIN_EXE_fake-codex"),
+        "env": {"FAKE_ENGINE_SCRIPT": fixture("codex-saved-subagents.jsonl").display().to_string()}});
+    let mut h = start(&engine, PARENT, &env.cwd, options, true);
+    let opening = until(&mut h, "agent_runs").await;
+    let runs = opening.last().unwrap().clone();
+    let agents = runs["agents"].as_array().unwrap();
+    let seen: Vec<(&Value, &Value, &Value, &Value, &Value)> = agents
+        .iter()
+        .map(|a| {
+            (
+                &a["id"],
+                &a["label"],
+                &a["type"],
+                &a["status"],
+                &a["tool_use_id"],
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            (
+                &json!(CHILD),
+                &json!("Ada"),
+                &json!("explorer"),
+                &json!("completed"),
+                &json!("call_spawn")
+            ),
+            (
+                &json!(GRANDCHILD),
+                &json!("Bo"),
+                &Value::Null,
+                &json!("interrupted"),
+                &Value::Null
+            ),
+        ],
+        "{runs}"
+    );
+    assert_eq!(
+        (
+            &agents[0]["tokens"],
+            &agents[0]["tool_calls"],
+            &agents[0]["model"]
+        ),
+        (&json!(42), &json!(1), &json!("gpt-test"))
+    );
+    // UUIDv7 ids carry their creation time.
+    assert_eq!(agents[0]["started_at"], 0x019a_d0c2_2000_u64);
+    assert_eq!(runs["workflows"], json!([]));
+
+    // The op answers the same runs.
+    send(&h, json!({"op":"agent_runs"}));
+    assert_eq!(next(&mut h).await, runs);
+
+    send(&h, json!({"op":"subagent_transcript","agent_id":CHILD}));
+    assert_eq!(
+        next(&mut h).await,
+        json!({"type":"subagent_transcript","agent_id":CHILD,"items":[
+            {"role":"user","content":"look around"},
+            {"role":"assistant","content":"found a.txt"},
+        ]})
+    );
+    // A child of the child: proven by the saved tree, though Codex names another parent.
+    send(
+        &h,
+        json!({"op":"subagent_transcript","agent_id":GRANDCHILD}),
+    );
+    let deeper = next(&mut h).await;
+    assert_eq!(
+        deeper["items"],
+        json!([{"role":"user","content":"dig deeper"}])
+    );
+    send(&h, json!({"op":"subagent_transcript","agent_id":STRANGER}));
+    assert_eq!(
+        next(&mut h).await,
+        json!({"type":"subagent_transcript","agent_id":STRANGER,
+               "error":format!("no subagent {STRANGER} in this session")})
+    );
+    assert_eq!(close(h).await, None);
+}
+
+#[tokio::test]
+async fn mcp_startup_statuses_keep_the_server_list_current() {
+    let env = env();
+    let mut h = open(&env, "codex-mcp-startup.jsonl");
+    until(&mut h, "approval_mode").await;
+    let mut lists = Vec::new();
+    for _ in 0..6 {
+        let e = next(&mut h).await;
+        assert_eq!(e["type"], "mcp_servers", "{e}");
+        lists.push(e);
+    }
+    let states: Vec<Vec<(String, String)>> = lists.iter().map(servers).collect();
+    assert_eq!(
+        states,
+        vec![
+            vec![pair("files", "connecting")],
+            vec![pair("files", "connecting"), pair("docs", "connecting")],
+            vec![pair("files", "connected"), pair("docs", "connecting")],
+            // The server that came up, listed again by Codex with its tools.
+            vec![pair("files", "connected"), pair("docs", "connecting")],
+            vec![pair("files", "connected"), pair("docs", "failed")],
+            // The repeated failure and the subagent thread's server changed nothing.
+            vec![
+                pair("files", "connected"),
+                pair("docs", "failed"),
+                pair("notes", "connecting")
+            ],
+        ]
+    );
+    assert_eq!(
+        lists[3]["servers"][0]["tools"],
+        json!([{"name":"read","description":"Read a file"}])
+    );
+    assert_eq!(lists[4]["servers"][1]["error"], "docs: token expired");
+    assert_eq!(lists[5]["servers"][1]["error"], "docs: token expired");
+    assert_eq!(close(h).await, None);
+}

@@ -1,6 +1,7 @@
-//! The real Codex CLI behind the adapter for the Codex-only ops: MCP servers (list, reconnect,
-//! sign-in refused for a stdio server) and fast mode / thinking summaries reaching the model
-//! request. Against the fake model server on loopback, like `real_clis.rs`.
+//! The real Codex CLI behind the adapter for the Codex-only ops: MCP servers (startup statuses,
+//! list, reconnect, sign-in refused for a stdio server), fast mode / thinking summaries reaching
+//! the model request, edit hunks, and subagents (live, then from what Codex saved, after a
+//! reopen). Against the fake model server on loopback, like `real_clis.rs`.
 //!
 //! Slow and needing the real CLI, so ignored. Install it and build the MCP test server, then:
 //!   bash scripts/install-engines.sh
@@ -79,6 +80,11 @@ impl World {
     /// Starts Codex on `model` with the fake model server as its provider and `extra`
     /// appended to config.toml.
     fn start(&self, model: &str, extra: &str) -> EngineHandle {
+        self.open(model, extra, false)
+    }
+
+    /// As `start`, reopening the session's thread when `resume`.
+    fn open(&self, model: &str, extra: &str, resume: bool) -> EngineHandle {
         let home = self.dir.path().join("home");
         let codex_home = home.join(".codex");
         let config = format!(
@@ -120,7 +126,7 @@ apps = false
             SESSION,
             &self.cwd(),
             json!({"bin": codex_bin().display().to_string(), "env": env, "approval_mode": "manual"}),
-            false,
+            resume,
         )
     }
 }
@@ -140,6 +146,21 @@ async fn codex_mcp_servers_are_listed_reloaded_and_a_stdio_sign_in_is_refused() 
     );
     let mut h = world.start("fake-model", &extra);
     until(&mut h, "approval_mode").await;
+    // Unasked: Codex's startup statuses keep the list current until the server is up.
+    loop {
+        let list = next_of(&mut h, "mcp_servers").await;
+        let echo = list["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "echo")
+            .cloned();
+        match echo {
+            Some(echo) if echo["state"] == "connected" => break,
+            Some(echo) => assert_eq!(echo["state"], "connecting", "{list}"),
+            None => panic!("no echo server: {list}"),
+        }
+    }
 
     send(&h, json!({"op":"mcp_list"}));
     let list = next_of(&mut h, "mcp_servers").await;
@@ -286,6 +307,67 @@ async fn codex_a_patch_card_shows_its_hunks() {
     assert_eq!(
         std::fs::read_to_string(world.cwd().join("old.txt")).unwrap(),
         "a\nB\nc\n"
+    );
+    assert_eq!(close(h).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
+async fn codex_subagents_are_tracked_live_and_listed_again_after_a_reopen() {
+    let world = World::new().await;
+    let mut h = world.start("fake-model", "");
+    until(&mut h, "approval_mode").await;
+    send(&h, json!({"op":"user_message","content":"SPAWN: say hi"}));
+    // The parent's turn and the child's may end in either order.
+    let (mut ready, mut child) = (false, None);
+    while !ready || child.is_none() {
+        let e = next(&mut h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        ready |= e["type"] == "status" && e["message"] == "ready";
+        if e["type"] == "subagent_lifecycle" && e["status"] == "completed" {
+            child = e["path"].as_str().map(str::to_string);
+        }
+    }
+    let child = child.unwrap();
+    send(&h, json!({"op":"agent_runs"}));
+    let live = next_of(&mut h, "agent_runs").await;
+    let agent = live["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == child.as_str())
+        .unwrap_or_else(|| panic!("{child} is not listed: {live}"))
+        .clone();
+    assert_eq!(agent["status"], "completed", "{live}");
+    assert!(agent["tool_use_id"].is_string(), "{live}");
+    assert_eq!(close(h).await, None);
+
+    // Reopened by a new process: the child comes from what Codex saved.
+    let mut h = world.open("fake-model", "", true);
+    let saved = next_of(&mut h, "agent_runs").await;
+    let again = saved["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == child.as_str())
+        .unwrap_or_else(|| panic!("{child} is not listed after the reopen: {saved}"))
+        .clone();
+    for key in ["label", "status", "tool_use_id", "model"] {
+        assert_eq!(again[key], agent[key], "{key}: {saved} vs {live}");
+    }
+    assert!(again["tokens"].as_u64().unwrap() > 0, "{saved}");
+    send(&h, json!({"op":"subagent_transcript","agent_id":child}));
+    let transcript = next_of(&mut h, "subagent_transcript").await;
+    let items = transcript["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{transcript}"));
+    assert!(
+        items.contains(&json!({"role":"user","content":"say hi"})),
+        "{transcript}"
+    );
+    assert!(
+        items.contains(&json!({"role":"assistant","content":"user said: say hi"})),
+        "{transcript}"
     );
     assert_eq!(close(h).await, None);
 }
