@@ -243,20 +243,25 @@ impl Mapper {
         Ok(())
     }
 
+    /// Open a run at block `at` (message, part) of the line at `cursor`, unless one is open.
     fn open_run(
         &mut self,
         out: &mut Vec<Batch>,
         cursor: &Cursor,
+        at: (usize, usize),
         ts: Value,
         tss: Option<&str>,
     ) -> Result<()> {
         if self.brackets.is_open() {
             return Ok(());
         }
-        let run_id = format!(
-            "run_{}",
-            &sha256_hex(format!("{}\0{}", self.thread_id, cursor.encode()).as_bytes())[..24]
-        );
+        // A line can end a run and open another; the block index keeps their ids apart
+        // (and the first run of a line keeps the id it always had).
+        let key = match at {
+            (0, 0) => format!("{}\0{}", self.thread_id, cursor.encode()),
+            (m, p) => format!("{}\0{}\0{m}\0{p}", self.thread_id, cursor.encode()),
+        };
+        let run_id = format!("run_{}", &sha256_hex(key.as_bytes())[..24]);
         let mut cotal = json!({"runIdSource": "connector"});
         if let Some(s) = tss {
             cotal["tsSource"] = json!(s);
@@ -344,7 +349,7 @@ impl Mapper {
                                         "tool_use without id or name".into(),
                                     ));
                                 };
-                                self.open_run(&mut out, cursor, ts.clone(), tss)?;
+                                self.open_run(&mut out, cursor, (i, j), ts.clone(), tss)?;
                                 self.push(&mut out, json!({"type": "TOOL_CALL_START", "toolCallId": id, "toolCallName": name, "timestamp": ts, "cotal": meta(json!({}))}))?;
                                 continue;
                             }
@@ -353,7 +358,7 @@ impl Mapper {
                         let Some(text) = text.filter(|t| !t.is_empty()) else {
                             continue;
                         };
-                        self.open_run(&mut out, cursor, ts.clone(), tss)?;
+                        self.open_run(&mut out, cursor, (i, j), ts.clone(), tss)?;
                         let mid = self.message_id(cursor, i, j);
                         self.push(&mut out, json!({"type": start, "messageId": mid, "role": "assistant", "timestamp": ts, "cotal": meta(json!({}))}))?;
                         self.push(&mut out, json!({"type": content, "messageId": mid, "delta": text, "timestamp": ts}))?;
@@ -365,11 +370,11 @@ impl Mapper {
                 }
                 Some("user") => {
                     let mut prompt = false;
-                    for b in &blocks {
+                    for (j, b) in blocks.iter().enumerate() {
                         match b["type"].as_str() {
                             Some("tool_result") => {
                                 let id = b["tool_use_id"].as_str().unwrap_or("").to_string();
-                                self.open_run(&mut out, cursor, ts.clone(), tss)?;
+                                self.open_run(&mut out, cursor, (i, j), ts.clone(), tss)?;
                                 if self.brackets.tools.contains(&id) {
                                     let err = b["is_error"].as_bool().unwrap_or(false);
                                     self.push(&mut out, json!({"type": "TOOL_CALL_END", "toolCallId": id, "timestamp": ts, "cotal": meta(json!({"isError": err}))}))?;
@@ -412,7 +417,32 @@ pub struct WalDoc {
     pub principal: String,
     pub frontier: Frontier,
     pub pending: Option<Pending>,
+    /// The frames after `pending` that came from the same journal record: all of
+    /// a record's frames are written here before the first is published, so a
+    /// crash between two of them loses none (the cursor only knows whole records).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<Pending>,
     pub brackets: Brackets,
+}
+
+impl WalDoc {
+    /// `pending` follows the frontier and `queued` follows `pending`, one frame apart.
+    fn check_chain(&self) -> Result<()> {
+        let chain = self.pending.iter().chain(self.queued.iter());
+        if self.pending.is_none() && !self.queued.is_empty() {
+            return Err(Error::Wal("queued frames without a pending one".into()));
+        }
+        for (next, p) in (self.frontier.seq + 1..).zip(chain) {
+            if p.seq != next || p.body["seq"] != json!(p.seq) {
+                return Err(Error::Wal(format!(
+                    "frame {} is out of sequence (expected {next})",
+                    p.seq
+                )));
+            }
+            Cursor::decode(&p.source_cursor)?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -477,49 +507,13 @@ impl Wal {
         take_lock(&lock_path)?;
         let path = tdir.join("wal.json");
         let subject_path = pdir.join("subject.json");
-        let subject_seq = match std::fs::read(&subject_path) {
-            Ok(raw) => serde_json::from_slice::<Value>(&raw)
-                .ok()
-                .and_then(|v| v["lastSubjectSeq"].as_u64())
-                .ok_or_else(|| Error::Wal(format!("{} is corrupt", subject_path.display())))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(Error::io(&subject_path, e)),
-        };
-        let doc = match std::fs::read(&path) {
-            Ok(raw) => {
-                let mut d: WalDoc = serde_json::from_slice(&raw)
-                    .map_err(|e| Error::Wal(format!("{} is corrupt: {e}", path.display())))?;
-                if d.v != 3
-                    || d.thread_id != thread
-                    || d.principal != principal.dot()
-                    || d.space != space
-                {
-                    return Err(Error::Wal(format!(
-                        "{} belongs to another stream",
-                        path.display()
-                    )));
-                }
-                Cursor::decode(&d.frontier.source_cursor)?;
-                d.frontier.last_subject_seq = d.frontier.last_subject_seq.max(subject_seq);
-                d.epoch += 1;
-                d
+        // A refused WAL must not keep the lock, or this process could never retry.
+        let doc = match load_doc(&path, &subject_path, space, principal, thread) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = std::fs::remove_file(&lock_path);
+                return Err(e);
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => WalDoc {
-                v: 3,
-                generation: 0,
-                space: space.to_string(),
-                epoch: 1,
-                thread_id: thread.to_string(),
-                principal: principal.dot(),
-                frontier: Frontier {
-                    seq: 0,
-                    last_subject_seq: subject_seq,
-                    source_cursor: Cursor::default().encode(),
-                },
-                pending: None,
-                brackets: Brackets::default(),
-            },
-            Err(e) => return Err(Error::io(&path, e)),
         };
         let mut wal = Wal {
             path,
@@ -558,6 +552,63 @@ impl Drop for Wal {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.lock_path);
     }
+}
+
+/// Read the WAL document (and the subject frontier), or start a fresh one.
+fn load_doc(
+    path: &Path,
+    subject_path: &Path,
+    space: &str,
+    principal: &Principal,
+    thread: &str,
+) -> Result<WalDoc> {
+    let subject_seq = match std::fs::read(subject_path) {
+        Ok(raw) => serde_json::from_slice::<Value>(&raw)
+            .ok()
+            .and_then(|v| v["lastSubjectSeq"].as_u64())
+            .ok_or_else(|| Error::Wal(format!("{} is corrupt", subject_path.display())))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        Err(e) => return Err(Error::io(subject_path, e)),
+    };
+    let doc = match std::fs::read(path) {
+        Ok(raw) => {
+            let mut d: WalDoc = serde_json::from_slice(&raw)
+                .map_err(|e| Error::Wal(format!("{} is corrupt: {e}", path.display())))?;
+            if d.v != 3
+                || d.thread_id != thread
+                || d.principal != principal.dot()
+                || d.space != space
+            {
+                return Err(Error::Wal(format!(
+                    "{} belongs to another stream",
+                    path.display()
+                )));
+            }
+            Cursor::decode(&d.frontier.source_cursor)?;
+            d.check_chain()?;
+            d.frontier.last_subject_seq = d.frontier.last_subject_seq.max(subject_seq);
+            d.epoch += 1;
+            d
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => WalDoc {
+            v: 3,
+            generation: 0,
+            space: space.to_string(),
+            epoch: 1,
+            thread_id: thread.to_string(),
+            principal: principal.dot(),
+            frontier: Frontier {
+                seq: 0,
+                last_subject_seq: subject_seq,
+                source_cursor: Cursor::default().encode(),
+            },
+            pending: None,
+            queued: Vec::new(),
+            brackets: Brackets::default(),
+        },
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    Ok(doc)
 }
 
 fn take_lock(path: &Path) -> Result<()> {
@@ -684,6 +735,17 @@ pub struct Emitter {
     poll: Duration,
     stored: Option<watch::Sender<u64>>,
     stop: Option<watch::Receiver<bool>>,
+    crash: Option<CrashPoint>,
+}
+
+/// A point where a test makes the emitter die as a crash would: nothing more is
+/// written to the WAL or published (set only through the testkit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The broker stored frame `seq`; the WAL does not know it yet.
+    Stored(u64),
+    /// Frame `seq` is folded into the WAL; the next one is not published yet.
+    Folded(u64),
 }
 
 impl Emitter {
@@ -718,7 +780,15 @@ impl Emitter {
             poll,
             stored: None,
             stop: None,
+            crash: None,
         })
+    }
+
+    /// Die at `at` as a crash would (tests of the WAL's recovery).
+    #[cfg(feature = "testkit")]
+    pub fn crash_at(mut self, at: CrashPoint) -> Self {
+        self.crash = Some(at);
+        self
     }
 
     /// Report the stream sequence of every stored frame (benchmark hook).
@@ -733,9 +803,10 @@ impl Emitter {
     }
 
     /// Run until the hint channel closes or the stop signal (seat stopping).
-    /// A stop may land at any await: every record is in the WAL (`sent_unacked`)
-    /// before it is published and the cursor only moves on a fold, so the next
-    /// start republishes what was not stored, under the same id and expectation.
+    /// A stop may land at any await: every frame of a record is in the WAL
+    /// (`pending` then `queued`, `sent_unacked`) before the first is published and
+    /// the cursor only moves on a fold, so the next start republishes what was not
+    /// stored, in order, under the same ids and expectations.
     pub async fn run(mut self, hints: mpsc::UnboundedReceiver<RunHint>) -> Result<()> {
         let stop = self.stop.take();
         let stopped = async move {
@@ -750,7 +821,10 @@ impl Emitter {
             r = self.work(hints) => r,
             _ = stopped => {
                 if self.wal.doc.pending.is_some() {
-                    tracing::info!("AG-UI emitter stopping with a frame not known stored; the next start publishes it");
+                    tracing::info!(
+                        queued = self.wal.doc.queued.len(),
+                        "AG-UI emitter stopping with a frame not known stored; the next start publishes it"
+                    );
                 }
                 Ok(())
             }
@@ -758,16 +832,19 @@ impl Emitter {
     }
 
     async fn work(&mut self, mut hints: mpsc::UnboundedReceiver<RunHint>) -> Result<()> {
-        if let Some(p) = self.wal.doc.pending.clone() {
-            // A frame recorded but not known stored: publish it again (same id,
-            // same expectation) and fold whatever the broker says.
-            tracing::info!(seq = p.seq, "re-publishing the pending frame from the WAL");
-            let stored = self.publish(&p).await?;
-            self.fold(&p, stored)?;
-            // The frame covered the journal up to its cursor: read on from there
+        if let Some(p) = &self.wal.doc.pending {
+            // Frames recorded but not known stored: publish them again (same ids,
+            // same expectations), folding whatever the broker says.
+            tracing::info!(
+                seq = p.seq,
+                queued = self.wal.doc.queued.len(),
+                "re-publishing the frames the WAL holds"
+            );
+            self.flush().await?;
+            // They covered the journal up to their record's end: read on from there
             // (not from the frontier loaded at open), or the record is mapped twice.
-            self.cursor = Cursor::decode(&p.source_cursor)?;
-            self.mapper.brackets = p.brackets.clone();
+            self.cursor = Cursor::decode(&self.wal.doc.frontier.source_cursor)?;
+            self.mapper.brackets = self.wal.doc.brackets.clone();
         }
         loop {
             self.drain().await?;
@@ -824,12 +901,20 @@ impl Emitter {
         }
     }
 
+    /// Record every frame of one journal record in the WAL, then publish them in order.
     async fn emit(&mut self, batches: Vec<crate::events::Batch>, cursor: Cursor) -> Result<()> {
+        // Each frame carries the bracket state right after it, replayed from the
+        // frontier's, so a fold between two frames of a record stays exact.
+        let mut brackets = self.wal.doc.brackets.clone();
+        let mut frames: Vec<Pending> = Vec::new();
         for b in batches {
             if b.events.is_empty() {
                 continue;
             }
-            let seq = self.wal.doc.frontier.seq + 1;
+            for e in &b.events {
+                brackets.apply(e)?;
+            }
+            let seq = self.wal.doc.frontier.seq + 1 + frames.len() as u64;
             let mut frame = json!({
                 "kind": "ag-ui.frame",
                 "protocol": PROTOCOL,
@@ -840,19 +925,46 @@ impl Emitter {
                 "events": b.events,
             });
             self.fit(&mut frame);
-            let pending = Pending {
+            frames.push(Pending {
                 state: "sent_unacked".into(),
                 id: crate::envelope::new_id(),
                 seq,
                 source_cursor: cursor.encode(),
                 body: frame,
                 ack_seq: None,
-                brackets: self.mapper.brackets.clone(),
-            };
-            self.wal.doc.pending = Some(pending.clone());
-            self.wal.save()?;
-            let stored = self.publish(&pending).await?;
-            self.fold(&pending, stored)?;
+                brackets: brackets.clone(),
+            });
+        }
+        if brackets != self.mapper.brackets {
+            return Err(Error::Events(
+                "the frames' bracket state diverged from the mapper's".into(),
+            ));
+        }
+        let mut frames = frames.into_iter();
+        let Some(first) = frames.next() else {
+            return Ok(());
+        };
+        // The whole record is durable before anything of it is published.
+        self.wal.doc.pending = Some(first);
+        self.wal.doc.queued = frames.collect();
+        self.wal.save()?;
+        self.flush().await
+    }
+
+    /// Publish the pending frame and every queued one after it, folding each.
+    async fn flush(&mut self) -> Result<()> {
+        while let Some(p) = self.wal.doc.pending.clone() {
+            let stored = self.publish(&p).await?;
+            self.crash_check(CrashPoint::Stored(p.seq))?;
+            self.fold(&p, stored)?;
+            self.crash_check(CrashPoint::Folded(p.seq))?;
+        }
+        Ok(())
+    }
+
+    fn crash_check(&self, at: CrashPoint) -> Result<()> {
+        if self.crash == Some(at) {
+            return Err(Error::Events(format!("injected crash at {at:?}")));
         }
         Ok(())
     }
@@ -959,7 +1071,13 @@ impl Emitter {
             source_cursor: p.source_cursor.clone(),
         };
         self.wal.doc.brackets = p.brackets.clone();
-        self.wal.doc.pending = None;
+        // The next frame of the same record (durable already) is pending now, in
+        // the same atomic write: no instant where it is known nowhere.
+        self.wal.doc.pending = if self.wal.doc.queued.is_empty() {
+            None
+        } else {
+            Some(self.wal.doc.queued.remove(0))
+        };
         self.wal.save()?;
         if let Some(tx) = &self.stored {
             let _ = tx.send(stored);
@@ -1132,6 +1250,75 @@ mod tests {
         );
         br.apply(&ev(json!({"type": "RUN_FINISHED", "runId": "r"})))
             .unwrap();
+    }
+
+    #[test]
+    fn one_record_can_end_a_run_and_open_the_next_as_two_frames() {
+        let mut m = Mapper {
+            thread_id: "S".into(),
+            brackets: Brackets::default(),
+        };
+        let c = |o| Cursor {
+            dev: 1,
+            ino: 2,
+            offset: o,
+            seal: false,
+        };
+        m.map_line(
+            &c(0),
+            &line("assistant", json!([{"type": "text", "text": "a"}])),
+        )
+        .unwrap();
+        let first = m.brackets.run.clone().unwrap();
+        let rec = json!({"meta": {}, "append_messages": [
+            {"role": "user", "content": [{"type": "text", "text": "next"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "b"}]},
+            {"role": "user", "content": [{"type": "text", "text": "again"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "c"}]}]});
+        let b = m.map_line(&c(10), &rec.to_string()).unwrap();
+        let runs: Vec<&str> = b.iter().map(|b| b.run_id.as_str()).collect();
+        assert_eq!(runs.len(), 3, "{runs:?}");
+        assert_eq!(runs[0], first);
+        assert_ne!(runs[1], runs[2], "two runs of one record keep distinct ids");
+        assert_eq!(b[0].events[0]["type"], "RUN_FINISHED");
+        assert_eq!(b[2].events[0]["type"], "RUN_STARTED");
+    }
+
+    #[test]
+    fn wal_refuses_a_broken_frame_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Principal::new("local", "a");
+        let frame = |seq: u64| Pending {
+            state: "sent_unacked".into(),
+            id: format!("id{seq}"),
+            seq,
+            source_cursor: Cursor::default().encode(),
+            body: json!({"seq": seq}),
+            ack_seq: None,
+            brackets: Brackets::default(),
+        };
+        let path = {
+            let mut w = Wal::open(dir.path(), "dev", &p, "S").unwrap();
+            w.doc.pending = Some(frame(1));
+            w.doc.queued = vec![frame(2), frame(3)];
+            w.save().unwrap();
+            w.path.clone()
+        };
+        let w = Wal::open(dir.path(), "dev", &p, "S").unwrap();
+        assert_eq!(w.doc.queued.len(), 2, "queued frames survive a reopen");
+        drop(w);
+        let mut doc: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        doc["queued"][1]["seq"] = json!(4);
+        doc["queued"][1]["body"]["seq"] = json!(4);
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let e = Wal::open(dir.path(), "dev", &p, "S").err().unwrap();
+        assert!(e.to_string().contains("out of sequence"), "{e}");
+        doc["queued"][1]["seq"] = json!(3);
+        doc["queued"][1]["body"]["seq"] = json!(3);
+        doc["pending"] = Value::Null;
+        std::fs::write(&path, doc.to_string()).unwrap();
+        let e = Wal::open(dir.path(), "dev", &p, "S").err().unwrap();
+        assert!(e.to_string().contains("without a pending"), "{e}");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! ([`control`]) and publishes the agent's journal as AG-UI frames
 //! ([`events`]). Start reading at [`seat::run`]; a process calls [`run_process`].
 
+pub mod argcheck;
 pub mod bench;
 pub mod bridge;
 pub mod config;

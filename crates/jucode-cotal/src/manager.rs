@@ -9,6 +9,10 @@
 //! artifact per `cotal.<space>.epc.<hex>` subject) and verified by digest.
 //! The result is cached for the launch and dropped when the manager answers
 //! `contract-mismatch`, so the next call describes again.
+//!
+//! Each command's input schema (the root of its input closure) is fetched and
+//! verified the same way, and a call's arguments are checked against it before
+//! anything is sent (`argcheck`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,11 +60,12 @@ pub fn artifact_subject(space: &str, hex: &str) -> String {
     format!("cotal.{space}.epc.{hex}")
 }
 
-/// The pinned digests of one command.
+/// The pinned digests of one command and its verified input schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommandContract {
     pub input: String,
     pub output: String,
+    pub input_schema: Value,
 }
 
 /// What one `describe` resolved: the answering incarnation and the commands
@@ -100,6 +105,13 @@ impl Manager {
                 }
             ));
         };
+        if let Err(e) = crate::argcheck::check(&pin.input_schema, &args) {
+            return Err(format!(
+                "bad-request: {e} (checked against the manager's \"{command}\" input schema {}); \
+                 nothing was sent to the manager",
+                pin.input
+            ));
+        }
         let op = json!({
             "endpoint": "manager",
             "command": command,
@@ -268,6 +280,8 @@ pub async fn describe(mesh: &Mesh, cfg: &LaunchConfig) -> Result<Contracts, Stri
         .as_array()
         .ok_or("contract-invalid: the describe answer has no descriptor.clusters")?;
     let mut commands = BTreeMap::new();
+    // Commands often share a schema closure: fetch each once.
+    let mut schemas: BTreeMap<String, Value> = BTreeMap::new();
     for cl in clusters {
         let digest = cl["digest"]
             .as_str()
@@ -309,11 +323,20 @@ pub async fn describe(mesh: &Mesh, cfg: &LaunchConfig) -> Result<Contracts, Stri
                     "contract-invalid: command {name} of {root} has a malformed digest"
                 ));
             }
+            let input_schema = match schemas.get(input) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = fetch_schema(mesh, &cfg.space, input).await?;
+                    schemas.insert(input.to_string(), s.clone());
+                    s
+                }
+            };
             commands.insert(
                 name.to_string(),
                 CommandContract {
                     input: input.to_string(),
                     output: output.to_string(),
+                    input_schema,
                 },
             );
         }
@@ -329,6 +352,22 @@ pub async fn describe(mesh: &Mesh, cfg: &LaunchConfig) -> Result<Contracts, Stri
         epoch,
         commands,
     })
+}
+
+/// The root schema of a closure: its manifest, then the root it names, both verified.
+/// Members (digest-referenced documents) are not fetched; `$ref`s to them are left
+/// to the manager.
+async fn fetch_schema(mesh: &Mesh, space: &str, closure: &str) -> Result<Value, String> {
+    let manifest = fetch_artifact(mesh, space, closure).await?;
+    if manifest["v"] != json!(1) || !manifest["members"].is_array() {
+        return Err(format!(
+            "contract-invalid: schema closure {closure} is not a manifest {{v:1, root, members}}"
+        ));
+    }
+    let root = manifest["root"]
+        .as_str()
+        .ok_or_else(|| format!("contract-invalid: schema closure {closure} has no root"))?;
+    fetch_artifact(mesh, space, root).await
 }
 
 /// `sha256:<64 hex>` → the hex.

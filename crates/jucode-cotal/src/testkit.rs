@@ -358,11 +358,9 @@ impl FakeManager {
         let mut digests = std::collections::BTreeMap::new();
         let mut commands = Vec::new();
         for c in MANAGER_COMMANDS {
-            let input = put(closure(
-                put(json!({"type": "object", "$comment": format!("{c} input r{revision}")}))
-                    .await?,
-            ))
-            .await?;
+            let mut schema = input_schema(c);
+            schema["$comment"] = json!(format!("{c} input r{revision}"));
+            let input = put(closure(put(schema).await?)).await?;
             let output = put(closure(
                 put(json!({"$comment": format!("{c} output r{revision}")})).await?,
             ))
@@ -409,6 +407,31 @@ impl FakeManager {
     pub fn stop(self) {
         self.task.abort();
     }
+}
+
+/// The fake's closed input schema for `command`: the calling tool's own schema,
+/// except that this manager's `spawn` takes no `variant` and only string-valued
+/// `launchOptions` (a manager's contract is narrower than the tool surface).
+fn input_schema(command: &str) -> serde_json::Value {
+    let tool = match command {
+        "define-persona" => "cotal_persona".to_string(),
+        "turn-yield" => "cotal_yield".to_string(),
+        other => format!("cotal_{other}"),
+    };
+    let mut s = serde_json::Value::Object(
+        crate::tools::spec(&tool)
+            .map(|t| t.schema(false))
+            .unwrap_or_default(),
+    );
+    s["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+    if command == "spawn" {
+        if let Some(p) = s["properties"].as_object_mut() {
+            p.remove("variant");
+        }
+        s["properties"]["launchOptions"] =
+            json!({"type": "object", "additionalProperties": {"type": "string"}});
+    }
+    s
 }
 
 fn answer(

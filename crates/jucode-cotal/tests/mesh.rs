@@ -1,6 +1,7 @@
 //! The mesh side against a real nats-server (JetStream, loopback): manager
-//! contract digests, the open-mode `dlv_` backstop, the user-auth bearer
-//! refreshed on reconnect, and a broker outage mid-run.
+//! contract digests and local argument checks, the open-mode `dlv_` backstop,
+//! the user-auth bearer refreshed on reconnect, a broker outage mid-run, and a
+//! crash between the frames of one journal record.
 //!
 //! Needs nats-server ≥ 2.12 (`scripts/install-nats.sh`; the tests fail naming
 //! it when the binary is missing). Run:
@@ -273,7 +274,7 @@ async fn manager_requests_pin_the_described_contract_digests() {
     let cases = [
         (
             "cotal_spawn",
-            json!({"name": "carol", "role": "tester"}),
+            json!({"name": "carol", "role": "tester", "launchOptions": {"effort": "high"}}),
             "spawn",
         ),
         ("cotal_personas", json!({}), "personas"),
@@ -296,6 +297,28 @@ async fn manager_requests_pin_the_described_contract_digests() {
             "{name}: {}",
             r.text
         );
+    }
+    // Arguments the described input schema refuses are refused here, the field
+    // named, and never reach the manager (its served list below stays as it was).
+    let refused = [
+        (
+            json!({"name": "carol", "variant": "high"}),
+            "argument \"variant\" is not a field the manager's input schema allows",
+        ),
+        (
+            json!({"name": "carol", "launchOptions": {"effort": 5}}),
+            "argument \"launchOptions.effort\" must be string, not a number",
+        ),
+    ];
+    for (args, why) in refused {
+        let r = tool(&h, "cotal_spawn", args).await;
+        assert!(r.is_error, "{}", r.text);
+        assert!(
+            r.text.contains("bad-request") && r.text.contains(why),
+            "{}",
+            r.text
+        );
+        assert!(r.text.contains("nothing was sent"), "{}", r.text);
     }
     let r = tool(&h, "cotal_despawn", json!({"name": "ghost"})).await;
     assert!(r.is_error && r.text.contains("not-found"), "{}", r.text);
@@ -754,5 +777,141 @@ async fn a_broker_outage_keeps_the_seat_up_and_the_event_stream_continuous() {
     }
     assert_eq!(frames.first().unwrap().3["epoch"], 1);
     assert_eq!(frames.last().unwrap().3["epoch"], 2);
+    server.stop().await;
+}
+
+// ---- 5. a crash between the frames of one journal record -------------------------------------
+
+/// One journal record holding several messages.
+fn append_record(path: &Path, messages: Value) {
+    use std::io::Write;
+    let line = json!({"meta": {"status": "Active"}, "append_messages": messages});
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    writeln!(f, "{line}").unwrap();
+}
+
+/// A prompt (ending the open run) and the answer to it (opening the next): two frames.
+fn prompt_and_answer(prompt: &str, answer: &str) -> Value {
+    json!([
+        {"role": "user", "content": [{"type": "text", "text": prompt}], "timestamp": "2026-11-29T21:25:00.000Z"},
+        {"role": "assistant", "content": [{"type": "text", "text": answer}], "timestamp": "2026-11-29T21:25:01.000Z"}
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_between_the_frames_of_one_record_loses_and_repeats_nothing() {
+    use jucode_cotal::events::{CrashPoint, Emitter};
+    let server = nats_with(&[]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let sessions = ws.path().join("home/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    let source = JournalSource {
+        sessions_dir: sessions,
+        session_id: "session_crash".into(),
+    };
+    let journal = source.journal_path();
+    let root = ws.path().display().to_string();
+    let cfg = LaunchConfig::from_env(
+        env(
+            &server.url,
+            &[("COTAL_EVENTS", "1"), ("COTAL_WORKSPACE_ROOT", &root)],
+        ),
+        false,
+    )
+    .unwrap();
+    let peer = Peer::connect(&server.url).await;
+    let open = || async {
+        let mesh = jucode_cotal::mesh::Mesh::connect(&cfg).await.unwrap();
+        Emitter::open(&cfg, mesh, source.clone(), Duration::from_millis(20)).unwrap()
+    };
+    // Runs an emitter that dies at `at`, as a killed seat would.
+    let crash_run = |at: CrashPoint| async move {
+        let em = open().await.crash_at(at);
+        let (_hints, rx) = tokio::sync::mpsc::unbounded_channel();
+        let r = tokio::time::timeout(GUARD, em.run(rx))
+            .await
+            .expect("deadlock guard: the emitter never reached its crash point");
+        let e = r.expect_err("the emitter must stop at the crash point");
+        assert!(e.to_string().contains("injected crash"), "{e}");
+    };
+
+    // Record 1 is one frame; record 2 is two (the prompt closes run 1, the answer opens run 2).
+    append_text(&journal, "assistant", "alpha");
+    append_record(&journal, prompt_and_answer("next", "beta"));
+
+    // Dies after frame 2 (record 2's first) is stored and folded, before frame 3 is published.
+    crash_run(CrashPoint::Folded(2)).await;
+    let frames = stored_frames(&peer).await;
+    assert_eq!(frames.len(), 2);
+    assert_eq!(texts(&frames), ["alpha"]);
+    let pending = pending_in_wal(&ws.path().join(".cotal/events"));
+    assert!(
+        pending.contains("beta"),
+        "the record's second frame was durable before its first was published: {pending}"
+    );
+
+    // The restart publishes frame 3 and dies before the WAL learns it was stored.
+    crash_run(CrashPoint::Stored(3)).await;
+    assert_eq!(texts(&stored_frames(&peer).await), ["alpha", "beta"]);
+
+    // The next start finds frame 3 stored (same id) instead of storing it twice, then goes on.
+    append_record(&journal, prompt_and_answer("again", "gamma"));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (_hints, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(open().await.with_stop(stop_rx).run(rx));
+    until("gamma stored", || async {
+        texts(&stored_frames(&peer).await).contains(&"gamma".to_string())
+    })
+    .await;
+    stop_tx.send(true).unwrap();
+    tokio::time::timeout(GUARD, task)
+        .await
+        .expect("deadlock guard: the emitter did not stop")
+        .unwrap()
+        .unwrap();
+
+    let frames = stored_frames(&peer).await;
+    assert_eq!(
+        texts(&frames),
+        ["alpha", "beta", "gamma"],
+        "every record once, in order"
+    );
+    assert_eq!(frames.len(), 5, "two runs ended, three texts: five frames");
+    let mut br = jucode_cotal::events::Brackets::default();
+    let mut prev = 0;
+    let mut ids = std::collections::HashSet::new();
+    let mut runs = Vec::new();
+    for (i, (stream_seq, expected, id, f)) in frames.iter().enumerate() {
+        assert_eq!(f["seq"], json!(i + 1), "frame counter is continuous");
+        assert_eq!(
+            *expected,
+            Some(prev),
+            "each frame expected the previous one"
+        );
+        assert!(ids.insert(id.clone()), "no frame stored twice");
+        for e in f["events"].as_array().unwrap() {
+            br.apply(e).unwrap();
+        }
+        runs.push(f["runId"].as_str().unwrap().to_string());
+        prev = *stream_seq;
+    }
+    assert_eq!(runs[0], runs[1], "the prompt ends the first run");
+    assert_ne!(runs[1], runs[2]);
+    assert_eq!(runs[2], runs[3]);
+    assert_ne!(runs[3], runs[4]);
+    let epochs: Vec<u64> = frames
+        .iter()
+        .map(|f| f.3["epoch"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        epochs,
+        [1, 1, 1, 3, 3],
+        "frame 3 was recorded by the first start and stored as recorded"
+    );
+    assert_eq!(pending_in_wal(&ws.path().join(".cotal/events")), "null");
     server.stop().await;
 }
