@@ -13,115 +13,27 @@ use std::time::Duration;
 use jucode_cotal::config::LaunchConfig;
 use jucode_cotal::events::Brackets;
 use jucode_cotal::harness::JournalSource;
-use jucode_cotal::seat::{self, SeatOptions};
-use jucode_cotal::testkit::{NatsServer, Scripted, Step};
+use jucode_cotal::seat;
+use jucode_cotal::testkit::{
+    self, NatsServer, Scripted, SeatProc, Step, TEST_UID as UID, fast_seat_options as opts,
+    seat_env as env,
+};
 use serde_json::{Value, json};
 
-const UID: &str = "abcdefghijklmnopqrstuvwxyz";
 const GUARD: Duration = Duration::from_secs(40);
+
+async fn until<F, Fut>(what: &str, f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    testkit::until(what, GUARD, f).await
+}
 
 async fn nats() -> NatsServer {
     match NatsServer::start().await {
         Ok(s) => s,
         Err(e) => panic!("{e} (install it with scripts/install-nats.sh)"),
-    }
-}
-
-fn env(url: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut v = vec![
-        ("COTAL_SPACE".to_string(), "dev".to_string()),
-        ("COTAL_NAME".to_string(), "alice".to_string()),
-        ("COTAL_ROLE".to_string(), "reviewer".to_string()),
-        ("COTAL_SERVERS".to_string(), url.to_string()),
-        ("COTAL_LIFECYCLE_UID".to_string(), UID.to_string()),
-        ("PATH".to_string(), "/usr/bin:/bin".to_string()),
-    ];
-    for (k, val) in extra {
-        v.push((k.to_string(), val.to_string()));
-    }
-    v
-}
-
-fn opts() -> SeatOptions {
-    SeatOptions {
-        retry_base: Duration::from_millis(200),
-        interrupt_timeout: Duration::from_secs(2),
-        journal_poll: Duration::from_millis(20),
-        ..SeatOptions::default()
-    }
-}
-
-/// A seat on its own runtime, so dropping it is a kill: no cleanup runs.
-struct SeatProc {
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    kill: Option<std::sync::mpsc::Sender<()>>,
-    done: Option<std::thread::JoinHandle<jucode_cotal::Result<()>>>,
-}
-
-impl SeatProc {
-    fn start(cfg: LaunchConfig, harness: Scripted, opts: SeatOptions) -> SeatProc {
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
-        let done = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .unwrap();
-            let (res_tx, res_rx) = std::sync::mpsc::channel();
-            rt.spawn(async move {
-                let r = seat::run(cfg, &harness, opts, async {
-                    let _ = stop_rx.await;
-                })
-                .await;
-                let _ = res_tx.send(r);
-            });
-            loop {
-                if let Ok(r) = res_rx.try_recv() {
-                    rt.shutdown_background();
-                    return r;
-                }
-                if kill_rx.try_recv().is_ok() {
-                    rt.shutdown_background();
-                    return Ok(());
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        });
-        SeatProc {
-            stop: Some(stop_tx),
-            kill: Some(kill_tx),
-            done: Some(done),
-        }
-    }
-
-    fn shutdown(mut self) -> jucode_cotal::Result<()> {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.done.take().unwrap().join().unwrap()
-    }
-
-    fn kill(mut self) {
-        if let Some(k) = self.kill.take() {
-            let _ = k.send(());
-        }
-        let _ = self.done.take().unwrap().join();
-    }
-}
-
-async fn until<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "deadlock guard: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

@@ -508,3 +508,123 @@ fn answer(
         json!({"v": 1, "id": id, "ok": true, "data": {"command": command, "args": req["args"]}});
     (Some(reply), body)
 }
+
+/// The lifecycle uid the seat tests launch with.
+pub const TEST_UID: &str = "abcdefghijklmnopqrstuvwxyz";
+
+/// The `COTAL_*` environment of a test seat `dev/alice` (role reviewer) on `url`, plus `extra`.
+pub fn seat_env(url: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    [
+        ("COTAL_SPACE", "dev"),
+        ("COTAL_NAME", "alice"),
+        ("COTAL_ROLE", "reviewer"),
+        ("COTAL_SERVERS", url),
+        ("COTAL_LIFECYCLE_UID", TEST_UID),
+        ("PATH", "/usr/bin:/bin"),
+    ]
+    .iter()
+    .chain(extra)
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Seat options with short retries and polls, so tests do not wait on production bounds.
+pub fn fast_seat_options() -> crate::seat::SeatOptions {
+    crate::seat::SeatOptions {
+        retry_base: Duration::from_millis(200),
+        interrupt_timeout: Duration::from_secs(2),
+        journal_poll: Duration::from_millis(20),
+        ..crate::seat::SeatOptions::default()
+    }
+}
+
+/// A seat on a runtime of its own, so that [`SeatProc::kill`] is a kill: its runtime is
+/// dropped and no cleanup of the seat runs, as when the process dies.
+pub struct SeatProc {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    kill: Option<std::sync::mpsc::Sender<()>>,
+    done: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl SeatProc {
+    pub fn start(
+        cfg: crate::config::LaunchConfig,
+        harness: Scripted,
+        opts: crate::seat::SeatOptions,
+    ) -> SeatProc {
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (kill_tx, kill_rx) = std::sync::mpsc::channel::<()>();
+        let done = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Harness(format!("test runtime: {e}")))?;
+            let (res_tx, res_rx) = std::sync::mpsc::channel();
+            rt.spawn(async move {
+                let r = crate::seat::run(cfg, &harness, opts, async {
+                    let _ = stop_rx.await;
+                })
+                .await;
+                let _ = res_tx.send(r);
+            });
+            loop {
+                if let Ok(r) = res_rx.try_recv() {
+                    rt.shutdown_background();
+                    return r;
+                }
+                if kill_rx.try_recv().is_ok() {
+                    rt.shutdown_background();
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        SeatProc {
+            stop: Some(stop_tx),
+            kill: Some(kill_tx),
+            done: Some(done),
+        }
+    }
+
+    /// Asks the seat to stop as a shutdown request would, and returns how it ended.
+    pub fn shutdown(mut self) -> Result<()> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.join()
+    }
+
+    /// Drops the seat's runtime mid-flight.
+    pub fn kill(mut self) {
+        if let Some(k) = self.kill.take() {
+            let _ = k.send(());
+        }
+        let _ = self.join();
+    }
+
+    fn join(&mut self) -> Result<()> {
+        match self.done.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(Error::Harness("the seat thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Polls `f` every 50 ms until it holds; panics naming `what` after `guard` (a deadlock guard,
+/// not a timing assertion).
+#[allow(clippy::panic)]
+pub async fn until<F, Fut>(what: &str, guard: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + guard;
+    while !f().await {
+        if tokio::time::Instant::now() >= deadline {
+            panic!("deadlock guard: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
