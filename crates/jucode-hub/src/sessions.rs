@@ -80,17 +80,63 @@ fn default_engine() -> String {
 /// Live sets other engines replace as a whole, kept for a watcher's snapshot as well.
 const ENGINE_STATE_EVENTS: &[&str] = &["background_tasks", "agent_runs"];
 
+/// How much conversation text a session's view keeps for snapshots: a session that runs for
+/// weeks must not grow the daemon without bound, and one snapshot frame stays well under the
+/// 8 MiB a client accepts. The oldest items go first; the newest is always kept.
+const VIEW_TEXT_BUDGET: usize = 4 << 20;
+
 /// What the daemon keeps of a session's events to rebuild a watcher's snapshot.
 #[derive(Default)]
 struct View {
     state: HashMap<String, Event>,
     transcript: Vec<TranscriptItem>,
+    /// Text bytes held in `transcript`.
+    bytes: usize,
+    /// Items dropped from the front of `transcript` to keep within [`VIEW_TEXT_BUDGET`].
+    dropped: usize,
     /// Open approval requests, by call id, in arrival order.
     approvals: Vec<(String, Event)>,
 }
 
+fn text_bytes(item: &TranscriptItem) -> usize {
+    match item {
+        TranscriptItem::User { content, images } => {
+            content.len() + images.iter().map(String::len).sum::<usize>()
+        }
+        TranscriptItem::Assistant { content } => content.len(),
+        TranscriptItem::Tool { name, output } => name.len() + output.len(),
+        TranscriptItem::Branch { label } => label.len(),
+    }
+}
+
 impl View {
     fn apply(&mut self, event: &Event) {
+        self.apply_event(event);
+        self.trim();
+    }
+
+    /// Drops the oldest items while the text held is over budget.
+    fn trim(&mut self) {
+        if self.bytes <= VIEW_TEXT_BUDGET {
+            return;
+        }
+        let mut cut = 0;
+        let mut bytes = self.bytes;
+        while bytes > VIEW_TEXT_BUDGET && cut + 1 < self.transcript.len() {
+            bytes -= text_bytes(&self.transcript[cut]);
+            cut += 1;
+        }
+        self.transcript.drain(..cut);
+        self.bytes = bytes;
+        self.dropped += cut;
+    }
+
+    fn push(&mut self, item: TranscriptItem) {
+        self.bytes += text_bytes(&item);
+        self.transcript.push(item);
+    }
+
+    fn apply_event(&mut self, event: &Event) {
         let kind = event.kind();
         if STATE_EVENTS.contains(&kind) || ENGINE_STATE_EVENTS.contains(&kind) {
             self.state.insert(kind.to_string(), event.clone());
@@ -98,17 +144,17 @@ impl View {
         }
         match event.known() {
             Some(Known::UserMessage { content, images }) => {
-                self.transcript
-                    .push(TranscriptItem::User { content, images });
+                self.push(TranscriptItem::User { content, images });
             }
-            Some(Known::AssistantStart) => self.transcript.push(TranscriptItem::Assistant {
+            Some(Known::AssistantStart) => self.push(TranscriptItem::Assistant {
                 content: String::new(),
             }),
             Some(Known::AssistantDelta { delta }) => match self.transcript.last_mut() {
-                Some(TranscriptItem::Assistant { content }) => content.push_str(&delta),
-                _ => self
-                    .transcript
-                    .push(TranscriptItem::Assistant { content: delta }),
+                Some(TranscriptItem::Assistant { content }) => {
+                    self.bytes += delta.len();
+                    content.push_str(&delta);
+                }
+                _ => self.push(TranscriptItem::Assistant { content: delta }),
             },
             Some(Known::ToolStart { call_id, .. }) => self.approvals.retain(|(c, _)| *c != call_id),
             Some(Known::ToolOutput {
@@ -118,7 +164,7 @@ impl View {
                 ..
             }) => {
                 self.approvals.retain(|(c, _)| *c != call_id);
-                self.transcript.push(TranscriptItem::Tool { name, output });
+                self.push(TranscriptItem::Tool { name, output });
             }
             Some(Known::ApprovalRequest { call_id, .. }) => {
                 self.approvals.retain(|(c, _)| *c != call_id);
@@ -127,7 +173,11 @@ impl View {
             Some(Known::ActionDeferred { call_id, .. }) => {
                 self.approvals.retain(|(c, _)| *c != call_id)
             }
-            Some(Known::Transcript { items }) => self.transcript = items,
+            Some(Known::Transcript { items }) => {
+                self.bytes = items.iter().map(text_bytes).sum();
+                self.dropped = 0;
+                self.transcript = items;
+            }
             Some(Known::Status { message }) if message == "ready" || message == "interrupted" => {
                 self.approvals.clear()
             }
@@ -342,7 +392,7 @@ impl Sessions {
                     "session": s.id,
                     "title": s.title(),
                     "updated_at": s.updated_at,
-                    "entries": s.view.transcript.len(),
+                    "entries": s.view.dropped + s.view.transcript.len(),
                     "archived": s.archived,
                     "agent": s.agent,
                     "engine": s.engine,
@@ -1143,6 +1193,37 @@ mod tests {
         view.apply(&serde_json::from_value(json!({"type":"tool_output","call_id":"c1","name":"bash","output":"ok","is_error":false})).unwrap());
         assert!(view.approvals.is_empty());
         assert!(view.state.contains_key("model_status"));
+    }
+
+    #[test]
+    fn the_view_drops_the_oldest_text_past_its_budget_and_keeps_the_newest() {
+        let mut view = View::default();
+        let big = "x".repeat(VIEW_TEXT_BUDGET / 3);
+        for i in 0..5 {
+            view.apply(
+                &serde_json::from_value(
+                    json!({"type":"user_message","content":format!("{i}{big}")}),
+                )
+                .unwrap(),
+            );
+        }
+        assert_eq!(view.transcript.len(), 2, "only what fits the budget stays");
+        assert_eq!(view.dropped, 3);
+        assert!(view.bytes <= VIEW_TEXT_BUDGET);
+        assert!(
+            matches!(&view.transcript[1], TranscriptItem::User { content, .. } if content.starts_with('4'))
+        );
+        // Deltas count too, and one item bigger than the budget is still kept.
+        view.apply(&serde_json::from_value(json!({"type":"assistant_start"})).unwrap());
+        view.apply(
+            &serde_json::from_value(
+                json!({"type":"assistant_delta","delta":"y".repeat(VIEW_TEXT_BUDGET + 1)}),
+            )
+            .unwrap(),
+        );
+        assert_eq!(view.transcript.len(), 1);
+        assert_eq!(view.dropped, 5);
+        assert_eq!(view.bytes, VIEW_TEXT_BUDGET + 1);
     }
 
     #[test]
