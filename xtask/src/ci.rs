@@ -59,10 +59,6 @@ const STEPS: &[(&str, Check)] = &[
             "--run-ignored",
             "only",
             "--no-tests=pass",
-            // The whole-seat test (real jcode + real nats-server) passes about half the time
-            // with jcode 0.67.1; it stays runnable by hand until that is understood (issue 5).
-            "-E",
-            "not binary(real_seat)",
         ]),
     ),
     ("cargo xtask bench --quick", Check::BenchQuick),

@@ -34,6 +34,79 @@ pub struct Reply {
 
 type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
 
+/// Fields never written to the frame log (credentials a request could carry).
+const SECRET_KEYS: [&str; 3] = ["api_key", "token", "authorization"];
+
+/// An owner-only debug log of every Harness API frame, one JSON object a
+/// line in the layout of the recorded frames (`t`, `conn`, `dir`, `frame`).
+/// Credential fields are replaced before writing.
+#[derive(Clone)]
+pub struct FrameLog {
+    file: Arc<Mutex<std::fs::File>>,
+    opened: std::time::Instant,
+    conn: String,
+}
+
+impl FrameLog {
+    /// Open (append) `path`, 0600, never through a symlink.
+    pub fn open(path: &Path) -> Result<FrameLog> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        Ok(FrameLog {
+            file: Arc::new(Mutex::new(file)),
+            opened: std::time::Instant::now(),
+            conn: String::new(),
+        })
+    }
+
+    /// The same file, labelling frames with connection `conn`.
+    pub fn for_conn(&self, conn: impl Into<String>) -> FrameLog {
+        FrameLog {
+            conn: conn.into(),
+            ..self.clone()
+        }
+    }
+
+    /// Record one frame; `dir` is `>` (to the bridge), `<` (from it) or `<eof`.
+    pub fn record(&self, dir: &str, frame: Option<&Value>) {
+        use std::io::Write;
+        let frame = frame.map(redacted).unwrap_or(Value::Null);
+        let line = json!({
+            "t": self.opened.elapsed().as_secs_f64(),
+            "conn": self.conn,
+            "dir": dir,
+            "frame": frame,
+        });
+        let mut f = lock(&self.file);
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+/// A copy of `v` with every credential field replaced.
+fn redacted(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    if SECRET_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                        (k.clone(), json!("<redacted>"))
+                    } else {
+                        (k.clone(), redacted(v))
+                    }
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(redacted).collect()),
+        other => other.clone(),
+    }
+}
+
 /// One session as `list_sessions` / `attached` report it.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 pub struct SessionInfo {
@@ -81,6 +154,7 @@ pub struct Client {
     writer: tokio::sync::Mutex<OwnedWriteHalf>,
     next_id: AtomicU64,
     pending: Pending,
+    frames: Option<FrameLog>,
     pub server: String,
     pub capabilities: Vec<String>,
 }
@@ -92,17 +166,32 @@ impl Client {
         socket: &Path,
         client_name: &str,
     ) -> Result<(Client, mpsc::UnboundedReceiver<Value>)> {
+        Client::connect_logged(socket, client_name, None).await
+    }
+
+    /// [`Client::connect`], writing every frame to `frames` when given.
+    pub async fn connect_logged(
+        socket: &Path,
+        client_name: &str,
+        frames: Option<FrameLog>,
+    ) -> Result<(Client, mpsc::UnboundedReceiver<Value>)> {
         let stream = UnixStream::connect(socket)
             .await
             .map_err(|e| Error::Connect(format!("{}: {e}", socket.display())))?;
         let (rd, wr) = stream.into_split();
         let pending: Pending = Arc::default();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();
-        tokio::spawn(read_loop(BufReader::new(rd), pending.clone(), ev_tx));
+        tokio::spawn(read_loop(
+            BufReader::new(rd),
+            pending.clone(),
+            ev_tx,
+            frames.clone(),
+        ));
         let mut client = Client {
             writer: tokio::sync::Mutex::new(wr),
             next_id: AtomicU64::new(1),
             pending,
+            frames,
             server: String::new(),
             capabilities: Vec::new(),
         };
@@ -161,8 +250,11 @@ impl Client {
         if let Value::Object(f) = fields {
             frame.extend(f);
         }
-        let mut line = serde_json::to_vec(&Value::Object(frame))
-            .map_err(|e| Error::Protocol(e.to_string()))?;
+        let frame = Value::Object(frame);
+        if let Some(log) = &self.frames {
+            log.record(">", Some(&frame));
+        }
+        let mut line = serde_json::to_vec(&frame).map_err(|e| Error::Protocol(e.to_string()))?;
         line.push(b'\n');
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(id, tx);
@@ -358,6 +450,7 @@ async fn read_loop(
     mut rd: BufReader<tokio::net::unix::OwnedReadHalf>,
     pending: Pending,
     events: mpsc::UnboundedSender<Value>,
+    frames: Option<FrameLog>,
 ) {
     let mut buf = Vec::new();
     let mut forwarded = 0u64;
@@ -385,6 +478,9 @@ async fn read_loop(
             tracing::warn!("Harness API sent a frame that is not JSON; closing");
             break;
         };
+        if let Some(log) = &frames {
+            log.record("<", Some(&frame));
+        }
         match frame.get("reply_to").and_then(Value::as_u64) {
             Some(id) => {
                 if let Some(tx) = lock(&pending).remove(&id) {
@@ -400,8 +496,54 @@ async fn read_loop(
             }
         }
     }
+    if let Some(log) = &frames {
+        log.record("<eof", None);
+    }
     // Dropping every pending sender makes each waiter see the close.
     lock(&pending).clear();
 }
 
 use tokio::io::AsyncReadExt as _;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_frame_log_is_owner_only_and_never_holds_a_key() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("frames.jsonl");
+        let log = FrameLog::open(&path).unwrap().for_conn("2");
+        log.record(
+            ">",
+            Some(
+                &json!({"v": 1, "id": 3, "req": "set_api_key", "provider": "openai-api",
+                "api_key": "sk-SECRET", "nested": [{"Authorization": "Bearer SECRET2"}]}),
+            ),
+        );
+        log.record("<eof", None);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("SECRET"), "{text}");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines[0]["conn"], "2");
+        assert_eq!(lines[0]["dir"], ">");
+        assert_eq!(lines[0]["frame"]["api_key"], "<redacted>");
+        assert_eq!(lines[0]["frame"]["req"], "set_api_key");
+        assert_eq!(lines[1]["dir"], "<eof");
+        assert!(lines[1]["frame"].is_null());
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+
+        // A symlink planted at the path is not followed.
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, b"").unwrap();
+        let link = t.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(FrameLog::open(&link).is_err());
+    }
+}

@@ -9,8 +9,7 @@
 //! directory for a symlink cannot reach a namesake outside the home. Written
 //! by hand because no crate offers a pinned-parent copy; rustix gives the calls.
 
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{AtFlags, Mode, OFlags};
@@ -42,12 +41,20 @@ pub const PROVIDER_ENV_FILES: [&str; 8] = [
 ];
 
 /// External logins, relative to the operator's `$HOME`; mirrored under `external/`.
-pub const EXTERNAL_LOGINS: [&str; 14] = [
+pub const EXTERNAL_LOGINS: [&str; 20] = [
     ".claude/.credentials.json",
     ".codex/auth.json",
     ".gemini/oauth_creds.json",
     ".cursor/auth.json",
     ".config/cursor/auth.json",
+    "AppData/Roaming/Cursor/auth.json",
+    // Cursor keeps its login in its editor state database, in one of six places.
+    ".config/Cursor/User/globalStorage/state.vscdb",
+    ".config/cursor/User/globalStorage/state.vscdb",
+    "Library/Application Support/Cursor/User/globalStorage/state.vscdb",
+    "Library/Application Support/cursor/User/globalStorage/state.vscdb",
+    "AppData/Roaming/Cursor/User/globalStorage/state.vscdb",
+    "AppData/Roaming/cursor/User/globalStorage/state.vscdb",
     ".config/github-copilot/hosts.json",
     ".config/github-copilot/apps.json",
     ".copilot/config.json",
@@ -56,8 +63,12 @@ pub const EXTERNAL_LOGINS: [&str; 14] = [
     ".openclaw/agent/auth.json",
     ".openclaw/credentials/oauth.json",
     ".local/share/opencode/auth.json",
-    ".claude.json",
 ];
+
+/// OpenClaw's per-agent store: `.openclaw/agents/<id>/agent/<file>`, one level of ids.
+pub const OPENCLAW_AGENTS: &str = ".openclaw/agents";
+/// The credential files of one OpenClaw agent.
+pub const OPENCLAW_AGENT_FILES: [&str; 2] = ["auth-profiles.json", "auth.json"];
 
 /// One mirrored file: where it comes from and where it goes (relative to the home).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,17 +132,52 @@ pub fn inventory(src: &Sources, private_root: &Path) -> Vec<Entry> {
             dest: Path::new("config").join("jcode").join(n),
         });
     }
-    for rel in EXTERNAL_LOGINS {
+    let mut externals: Vec<PathBuf> = EXTERNAL_LOGINS.iter().map(PathBuf::from).collect();
+    // OpenClaw agents of the operator, and those mirrored before (so a removed
+    // agent's login is removed too).
+    let mut agents: Vec<String> = Vec::new();
+    if let Some(h) = &src.user_home {
+        agent_ids(&h.join(OPENCLAW_AGENTS), &mut agents);
+    }
+    agent_ids(
+        &private_root.join("external").join(OPENCLAW_AGENTS),
+        &mut agents,
+    );
+    for id in agents {
+        for f in OPENCLAW_AGENT_FILES {
+            externals.push(Path::new(OPENCLAW_AGENTS).join(&id).join("agent").join(f));
+        }
+    }
+    for rel in externals {
         out.push(Entry {
             source: src
                 .user_home
                 .as_ref()
-                .map(|h| h.join(rel))
+                .map(|h| h.join(&rel))
                 .unwrap_or_default(),
-            dest: Path::new("external").join(rel),
+            dest: Path::new("external").join(&rel),
         });
     }
     out
+}
+
+/// Directory names directly under `dir` (real directories only, never a
+/// symlink; names that are not plain UTF-8 components are skipped).
+fn agent_ids(dir: &Path, out: &mut Vec<String>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        if name != "." && name != ".." && !name.contains('/') && !out.contains(&name) {
+            out.push(name);
+        }
+    }
 }
 
 /// What a mirror run did.
@@ -146,25 +192,30 @@ pub fn mirror(private_root: &Path, entries: &[Entry]) -> Result<Report> {
     let root = open_root(private_root)?;
     let mut report = Report::default();
     for e in entries {
+        // Streamed, not read whole: Cursor's state database can be large.
         let source = if e.source.as_os_str().is_empty() {
             None
         } else {
-            match std::fs::metadata(&e.source) {
-                Ok(m) if m.is_file() => {
-                    Some(std::fs::read(&e.source).map_err(|err| Error::io(&e.source, err))?)
-                }
-                Ok(_) => None,
+            match std::fs::File::open(&e.source) {
+                Ok(f) => match f.metadata() {
+                    Ok(m) if m.is_file() => Some(f),
+                    Ok(_) => None,
+                    Err(err) => return Err(Error::io(&e.source, err)),
+                },
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => None,
+                // A directory or an unreadable leaf of the allowlist is no login file.
+                Err(err) if err.kind() == std::io::ErrorKind::NotADirectory => None,
                 Err(err) => return Err(Error::io(&e.source, err)),
             }
         };
         let (parents, leaf) = split(&e.dest)?;
+        let shown = private_root.join(&e.dest);
         match source {
-            Some(bytes) => {
+            Some(mut file) => {
                 let dir = walk(&root, private_root, &parents, true)?
                     .ok_or_else(|| no_pin(private_root, &e.dest))?;
-                publish(&dir, &leaf, &bytes)
-                    .map_err(|err| Error::io(private_root.join(&e.dest), err.into()))?;
+                at_pinned(&dir, &shown, |at| publish(at, &leaf, &mut file))?
+                    .map_err(|err| Error::io(&shown, err))?;
                 report.copied.push(e.dest.clone());
             }
             None => {
@@ -172,12 +223,13 @@ pub fn mirror(private_root: &Path, entries: &[Entry]) -> Result<Report> {
                 let Some(dir) = walk(&root, private_root, &parents, false)? else {
                     continue;
                 };
-                match rustix::fs::unlinkat(&dir, leaf.as_str(), AtFlags::empty()) {
+                let res = at_pinned(&dir, &shown, |at| {
+                    rustix::fs::unlinkat(at, leaf.as_str(), AtFlags::empty())
+                })?;
+                match res {
                     Ok(()) => report.removed.push(e.dest.clone()),
                     Err(Errno::NOENT) => {}
-                    Err(err) => {
-                        return Err(Error::io(private_root.join(&e.dest), err.into()));
-                    }
+                    Err(err) => return Err(Error::io(&shown, err.into())),
                 }
             }
         }
@@ -227,27 +279,108 @@ fn open_root(root: &Path) -> Result<OwnedFd> {
     Ok(fd)
 }
 
-/// Prove the descriptor is the directory we think: on Linux `/dev/fd/<fd>/.`
-/// must traverse to the same inode; a pin that cannot be proven is refused.
+/// Prove the descriptor is the directory we think, where the pin is a
+/// descriptor path: `/dev/fd/<fd>/.` must traverse to the same inode. A pin
+/// that cannot be proven is refused by name and nothing is mirrored.
+#[cfg(not(target_os = "macos"))]
 fn verify_pin(fd: &OwnedFd, path: &Path) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
     let st = rustix::fs::fstat(fd).map_err(|e| {
         Error::PrivateState(format!(
             "credential mirror: cannot stat the pin of {}: {e}",
             path.display()
         ))
     })?;
-    if cfg!(target_os = "linux") {
-        use std::os::fd::AsRawFd;
-        let via = PathBuf::from(format!("/dev/fd/{}/.", fd.as_raw_fd()));
-        match std::fs::metadata(&via) {
-            Ok(m) if m.ino() == st.st_ino && m.dev() == st.st_dev => Ok(()),
-            _ => Err(Error::PrivateState(format!(
-                "credential mirror: the pin of {} does not hold (/dev/fd does not traverse)",
-                path.display()
-            ))),
+    let via = PathBuf::from(format!("/dev/fd/{}/.", fd.as_raw_fd()));
+    match std::fs::metadata(&via) {
+        Ok(m) if m.ino() == st.st_ino && m.dev() == st.st_dev => Ok(()),
+        _ => Err(Error::PrivateState(format!(
+            "credential mirror: the pin of {} does not hold (/dev/fd does not traverse)",
+            path.display()
+        ))),
+    }
+}
+
+/// macOS has no subpath namespace under `/dev/fd/<fd>/`: the pin is the
+/// working directory, proven when each leaf is reached ([`cwd_pin::enter`]).
+#[cfg(target_os = "macos")]
+fn verify_pin(_fd: &OwnedFd, _path: &Path) -> Result<()> {
+    Ok(())
+}
+
+/// Run one leaf operation through the pinned parent `dir`: relative to the
+/// descriptor itself, or on macOS relative to the verified working directory.
+fn at_pinned<T, E>(
+    dir: &OwnedFd,
+    shown: &Path,
+    op: impl FnOnce(BorrowedFd<'_>) -> std::result::Result<T, E>,
+) -> Result<std::result::Result<T, E>> {
+    #[cfg(target_os = "macos")]
+    {
+        let _pin = cwd_pin::enter(dir, shown)?;
+        Ok(op(rustix::fs::CWD))
+    }
+    #[cfg(not(target_os = "macos"))]
+    {
+        let _ = shown;
+        Ok(op(std::os::fd::AsFd::as_fd(dir)))
+    }
+}
+
+/// The working-directory pin (the macOS mechanism; compiled everywhere so
+/// it is built and tested on Linux too). The working directory is
+/// process-wide, so one pin is held at a time, and it is restored when the
+/// pin drops, on every exit including a refusal.
+#[cfg_attr(not(target_os = "macos"), allow(dead_code))]
+mod cwd_pin {
+    use std::os::fd::OwnedFd;
+    use std::path::Path;
+    use std::sync::{Mutex, MutexGuard};
+
+    use rustix::fs::{Mode, OFlags};
+
+    use crate::{Error, Result};
+
+    static HELD: Mutex<()> = Mutex::new(());
+
+    pub(super) struct CwdPin {
+        saved: OwnedFd,
+        _held: MutexGuard<'static, ()>,
+    }
+
+    impl Drop for CwdPin {
+        fn drop(&mut self) {
+            let _ = rustix::process::fchdir(&self.saved);
         }
-    } else {
-        Ok(())
+    }
+
+    fn refuse(shown: &Path, why: &str) -> Error {
+        Error::PrivateState(format!(
+            "credential mirror: the working-directory pin of {} does not hold ({why}); mirrored nothing further",
+            shown.display()
+        ))
+    }
+
+    /// Enter `dir` (already opened `O_NOFOLLOW`) as the working directory and
+    /// prove the entered directory is that descriptor's inode.
+    pub(super) fn enter(dir: &OwnedFd, shown: &Path) -> Result<CwdPin> {
+        let held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        let saved = rustix::fs::open(
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| refuse(shown, &format!("cannot hold the current directory: {e}")))?;
+        rustix::process::fchdir(dir).map_err(|e| refuse(shown, &e.to_string()))?;
+        // From here the drop restores the saved directory.
+        let pin = CwdPin { saved, _held: held };
+        let want = rustix::fs::fstat(dir).map_err(|e| refuse(shown, &e.to_string()))?;
+        let got = rustix::fs::stat(".").map_err(|e| refuse(shown, &e.to_string()))?;
+        if want.st_ino != got.st_ino || want.st_dev != got.st_dev {
+            return Err(refuse(shown, "the entered directory is another inode"));
+        }
+        Ok(pin)
     }
 }
 
@@ -295,7 +428,11 @@ fn refuse(path: &Path, e: Errno) -> Error {
 }
 
 /// Write a temp leaf in the pinned parent and rename it over `leaf` there.
-fn publish(dir: &OwnedFd, leaf: &str, bytes: &[u8]) -> std::result::Result<(), Errno> {
+fn publish(
+    dir: BorrowedFd<'_>,
+    leaf: &str,
+    src: &mut std::fs::File,
+) -> std::result::Result<(), std::io::Error> {
     let tmp = format!(".{leaf}.cotal-tmp.{}", std::process::id());
     let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
     let fd = rustix::fs::openat(
@@ -304,13 +441,14 @@ fn publish(dir: &OwnedFd, leaf: &str, bytes: &[u8]) -> std::result::Result<(), E
         OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::from_raw_mode(0o600),
     )?;
-    let mut off = 0;
-    while off < bytes.len() {
-        off += rustix::io::write(fd.as_fd(), &bytes[off..])?;
+    let mut out = std::fs::File::from(fd);
+    let copied = std::io::copy(src, &mut out).and_then(|_| out.sync_all());
+    drop(out);
+    if let Err(e) = copied {
+        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), AtFlags::empty());
+        return Err(e);
     }
-    rustix::fs::fsync(&fd)?;
-    drop(fd);
-    rustix::fs::renameat(dir, tmp.as_str(), dir, leaf)
+    rustix::fs::renameat(dir, tmp.as_str(), dir, leaf).map_err(Into::into)
 }
 
 #[cfg(test)]
@@ -440,5 +578,110 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn cursor_state_databases_and_openclaw_agents_are_mirrored_and_removed() {
+        let (_t, src, private) = setup();
+        let home = src.user_home.clone().unwrap();
+        let vscdb = ".config/Cursor/User/globalStorage/state.vscdb";
+        let mac_vscdb = "Library/Application Support/Cursor/User/globalStorage/state.vscdb";
+        // Large enough that it is streamed in many chunks.
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        for (rel, bytes) in [
+            (vscdb, big.as_slice()),
+            (mac_vscdb, b"mac".as_slice()),
+            ("AppData/Roaming/Cursor/auth.json", b"{}".as_slice()),
+            (
+                ".openclaw/agents/a1/agent/auth-profiles.json",
+                b"p1".as_slice(),
+            ),
+            (".openclaw/agents/a1/agent/auth.json", b"a1".as_slice()),
+            (".openclaw/agents/b2/agent/auth.json", b"b2".as_slice()),
+            (
+                ".openclaw/agents/b2/agent/notes.json",
+                b"not a login".as_slice(),
+            ),
+        ] {
+            let p = home.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        // A symlinked agent directory is not followed.
+        let elsewhere = _t.path().join("elsewhere/agent");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("auth.json"), b"theirs").unwrap();
+        std::os::unix::fs::symlink(
+            _t.path().join("elsewhere"),
+            home.join(".openclaw/agents/c3"),
+        )
+        .unwrap();
+
+        let r = mirror(&private, &inventory(&src, &private)).unwrap();
+        let ext = private.join("external");
+        assert_eq!(std::fs::read(ext.join(vscdb)).unwrap(), big);
+        assert_eq!(std::fs::read(ext.join(mac_vscdb)).unwrap(), b"mac");
+        assert!(ext.join("AppData/Roaming/Cursor/auth.json").exists());
+        assert_eq!(
+            std::fs::read(ext.join(".openclaw/agents/a1/agent/auth-profiles.json")).unwrap(),
+            b"p1"
+        );
+        assert!(ext.join(".openclaw/agents/b2/agent/auth.json").exists());
+        assert!(!ext.join(".openclaw/agents/b2/agent/notes.json").exists());
+        assert!(!ext.join(".openclaw/agents/c3").exists());
+        assert_eq!(r.copied.len(), 6, "{r:?}");
+
+        // The operator removed agent b2 and the Cursor database.
+        std::fs::remove_dir_all(home.join(".openclaw/agents/b2")).unwrap();
+        std::fs::remove_file(home.join(vscdb)).unwrap();
+        let r = mirror(&private, &inventory(&src, &private)).unwrap();
+        assert!(!ext.join(".openclaw/agents/b2/agent/auth.json").exists());
+        assert!(!ext.join(vscdb).exists());
+        assert!(ext.join(".openclaw/agents/a1/agent/auth.json").exists());
+        assert_eq!(r.removed.len(), 2, "{r:?}");
+    }
+
+    #[test]
+    fn every_allowlisted_external_login_has_a_plain_relative_path() {
+        for rel in EXTERNAL_LOGINS {
+            let (parents, leaf) = split(&Path::new("external").join(rel)).unwrap();
+            assert!(!leaf.is_empty() && parents[0] == "external", "{rel}");
+        }
+        assert_eq!(
+            EXTERNAL_LOGINS
+                .iter()
+                .filter(|r| r.ends_with("state.vscdb"))
+                .count(),
+            6
+        );
+    }
+
+    /// The macOS mechanism, exercised on Linux: the leaf is created relative
+    /// to the verified working directory, which is restored afterwards.
+    #[test]
+    fn the_working_directory_pin_creates_the_leaf_inside_and_restores_the_cwd() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("pinned");
+        std::fs::create_dir(&dir).unwrap();
+        let before = std::env::current_dir().unwrap();
+        let fd = open_root(&dir).unwrap();
+        {
+            let _pin = cwd_pin::enter(&fd, &dir).unwrap();
+            let mut src = tempfile::tempfile().unwrap();
+            std::io::Write::write_all(&mut src, b"leaf").unwrap();
+            std::io::Seek::rewind(&mut src).unwrap();
+            publish(rustix::fs::CWD, "auth.json", &mut src).unwrap();
+        }
+        assert_eq!(std::env::current_dir().unwrap(), before);
+        assert_eq!(std::fs::read(dir.join("auth.json")).unwrap(), b"leaf");
+
+        // A descriptor that is no directory cannot be entered: refused by name.
+        let file = dir.join("auth.json");
+        let not_dir =
+            rustix::fs::open(&file, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).unwrap();
+        let err = cwd_pin::enter(&not_dir, &file).err().unwrap();
+        assert!(err.to_string().contains("auth.json"), "{err}");
+        assert!(err.to_string().contains("does not hold"), "{err}");
+        assert_eq!(std::env::current_dir().unwrap(), before);
     }
 }

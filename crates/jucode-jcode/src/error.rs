@@ -64,9 +64,13 @@ pub enum Error {
     /// The route has no reasoning-effort surface.
     #[error("reasoning effort is not supported on this route")]
     EffortUnsupported,
-    /// The provider refused the effort tier.
-    #[error("reasoning effort {0:?} refused")]
-    EffortRefused(String),
+    /// The provider refused the effort tier; `accepted` is the ladder jcode
+    /// named in its refusal (empty when it named none).
+    #[error("reasoning effort {effort:?} refused{}", ladder_suffix(accepted))]
+    EffortRefused {
+        effort: String,
+        accepted: Vec<String>,
+    },
     /// The orientation proof never showed the cotal tools.
     #[error("readiness: {0}")]
     Readiness(String),
@@ -120,7 +124,7 @@ impl Error {
             Error::ModelRefused(_) => "model_refused",
             Error::ModelMismatch(_) => "model_mismatch",
             Error::EffortUnsupported => "effort_unsupported",
-            Error::EffortRefused(_) => "effort_refused",
+            Error::EffortRefused { .. } => "effort_refused",
             Error::Readiness(_) => "readiness_failed",
             Error::ReadinessTimeout { .. } => "readiness_timeout",
             Error::ProviderRefused(_) => "provider_refused",
@@ -147,6 +151,14 @@ impl Error {
             | Error::Teardown(_) => true,
             _ => false,
         }
+    }
+}
+
+fn ladder_suffix(accepted: &[String]) -> String {
+    if accepted.is_empty() {
+        String::new()
+    } else {
+        format!("; accepted: {}", accepted.join(", "))
     }
 }
 

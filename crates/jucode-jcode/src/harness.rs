@@ -26,6 +26,11 @@ pub const READINESS_TIMEOUT: Duration = Duration::from_secs(180);
 pub const RECOVERY_WINDOW: Duration = Duration::from_secs(60);
 /// How often a message refused with "Already processing" right after a turn is re-sent.
 const BUSY_RETRIES: u32 = 50;
+/// How long the one readiness repeat waits for jcode to report the cotal MCP
+/// server connected (a hint from jcode's own log, not a contract).
+pub const MCP_HINT_WAIT: Duration = Duration::from_secs(30);
+/// The line jcode logs once the cotal MCP server's tools are registered.
+pub const MCP_READY_HINT: &str = "MCP: Connected to 'cotal'";
 /// The reap line keeps this many characters.
 pub const REAP_LINE_CHARS: usize = 240;
 /// The readiness turn.
@@ -41,6 +46,17 @@ pub fn tui_mode(value: Option<&str>, stdout_is_terminal: bool) -> Result<bool> {
         Some("0") | Some("false") | Some("off") | Some("no") => Ok(false),
         Some(other) => Err(Error::Config(format!(
             "COTAL_JCODE_TUI={other:?} is not one of 1, 0, true, false, on, off, yes, no"
+        ))),
+    }
+}
+
+/// `COTAL_JCODE_FRAME_LOG`: the owner-only Harness API frame log (off by default).
+pub fn frame_log_wanted(value: Option<&str>) -> Result<bool> {
+    match value {
+        None | Some("") | Some("0") | Some("false") | Some("off") | Some("no") => Ok(false),
+        Some("1") | Some("true") | Some("on") | Some("yes") => Ok(true),
+        Some(other) => Err(Error::Config(format!(
+            "COTAL_JCODE_FRAME_LOG={other:?} is not one of 1, 0, true, false, on, off, yes, no"
         ))),
     }
 }
@@ -82,6 +98,47 @@ fn condition_code(message: &str) -> String {
     }
 }
 
+/// Soft interrupts of the running turn.
+#[derive(Default)]
+struct Steering {
+    /// Interrupts jcode accepted for the running turn.
+    pending: Vec<String>,
+    /// Whether a turn is open to take more; closed, under this lock, once
+    /// the turn is settled.
+    open: bool,
+    /// Interrupt requests sent and not yet answered: the turn stays open
+    /// until they are decided, so none can miss it.
+    in_flight: usize,
+    /// A request was abandoned unanswered: clear jcode's queue at settlement.
+    abandoned: bool,
+}
+
+/// One interrupt request in flight; dropping it decides it and wakes the
+/// turn's settlement.
+struct InFlight<'a> {
+    sh: &'a Shared,
+    accepted: Option<String>,
+    answered: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        {
+            let mut g = lock(&self.sh.steering);
+            g.in_flight = g.in_flight.saturating_sub(1);
+            if let Some(t) = self.accepted.take() {
+                g.pending.push(t);
+            }
+            // Abandoned unanswered: jcode may still have queued it, and the seat
+            // carries it again, so that queue is cleared when the turn settles.
+            if !self.answered {
+                g.abandoned = true;
+            }
+        }
+        self.sh.steering_changed.notify_waiters();
+    }
+}
+
 /// Everything fixed for one seat's launches.
 struct Plan {
     spec: LaunchSpec,
@@ -106,11 +163,10 @@ struct Shared {
     foreign: AtomicBool,
     /// Whether a turn runs, as of the last event the pump handled.
     active: AtomicBool,
-    /// Events the pump of the current connection has handled.
-    processed: watch::Sender<u64>,
-    /// Interrupts jcode accepted for the running turn, and whether a turn is
-    /// open to take more (closed, under this lock, once the turn is settled).
-    pending_interrupts: Mutex<(Vec<String>, bool)>,
+    /// Steering of the running turn (see [`Steering`]).
+    steering: Mutex<Steering>,
+    /// Raised whenever an interrupt request in flight is decided.
+    steering_changed: tokio::sync::Notify,
     signals: Mutex<Option<broadcast::Sender<HarnessSignal>>>,
     last_turn_error: Mutex<Option<String>>,
     recovered_once: AtomicBool,
@@ -122,6 +178,10 @@ struct Shared {
     model: Option<(String, Option<String>)>,
     fatal: Arc<Mutex<Option<String>>>,
     recovery_window: Duration,
+    frames: Option<crate::api::FrameLog>,
+    /// Where jcode's own logs stood when this seat's instance launched.
+    jcode_logs: home::JcodeLogMark,
+    mcp_hint_wait: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -159,7 +219,7 @@ impl Shared {
             | "tool_input_delta" | "tool_done" | "token_usage" | "reasoning_done" => {
                 self.active.store(true, Ordering::SeqCst);
                 if !ours && !self.foreign.swap(true, Ordering::SeqCst) {
-                    lock(&self.pending_interrupts).1 = true;
+                    lock(&self.steering).open = true;
                     self.signal(HarnessSignal::TurnStarted);
                 }
                 if ev != "message_accepted" {
@@ -185,16 +245,18 @@ impl Shared {
                 } else if self.foreign.swap(false, Ordering::SeqCst) {
                     *lock(&self.last_turn_error) = None;
                     let settled = {
-                        let mut g = lock(&self.pending_interrupts);
-                        if g.0.is_empty() {
-                            g.1 = false;
+                        let mut g = lock(&self.steering);
+                        let settled = g.pending.is_empty() && g.in_flight == 0 && !g.abandoned;
+                        if settled {
+                            g.open = false;
                         }
-                        g.0.is_empty()
+                        settled
                     };
                     if settled {
                         self.signal(HarnessSignal::TurnEnded { ok: true });
                     } else {
-                        // Interrupts that missed the TUI's turn run before it counts as ended.
+                        // Interrupts that missed (or may miss) the TUI's turn run
+                        // before it counts as ended.
                         let me = self.clone();
                         tokio::spawn(async move {
                             let _guard = me.turn_lock.clone().lock_owned().await;
@@ -261,9 +323,9 @@ impl Shared {
                         }
                     }
                     lock(&me.slot).take();
-                    let mut g = lock(&me.pending_interrupts);
-                    if g.0.is_empty() {
-                        g.1 = false;
+                    let mut g = lock(&me.steering);
+                    if g.pending.is_empty() && g.in_flight == 0 {
+                        g.open = false;
                     }
                 });
                 return Ok(true);
@@ -289,13 +351,33 @@ impl Shared {
             message: e.to_string(),
         };
         loop {
-            let pending: Vec<String> = {
-                let mut g = lock(&self.pending_interrupts);
-                if g.0.is_empty() {
-                    g.1 = false;
-                    return Ok(());
+            // An interrupt still on the wire joins this turn: wait for its answer.
+            let pending: Vec<String> = loop {
+                let changed = self.steering_changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                let abandoned = {
+                    let mut g = lock(&self.steering);
+                    if g.in_flight == 0 {
+                        if g.abandoned {
+                            g.abandoned = false;
+                            true
+                        } else if g.pending.is_empty() {
+                            g.open = false;
+                            return Ok(());
+                        } else {
+                            break std::mem::take(&mut g.pending);
+                        }
+                    } else {
+                        false
+                    }
+                };
+                if abandoned {
+                    client.cancel_soft_interrupts(sid).await.map_err(fail)?;
+                    continue;
                 }
-                std::mem::take(&mut g.0)
+                // Each request is bounded by REQUEST_TIMEOUT; this is a deadlock guard.
+                let _ = tokio::time::timeout(crate::api::REQUEST_TIMEOUT, changed).await;
             };
             let history = client.history(sid).await.map_err(fail)?;
             let missing: Vec<String> = pending
@@ -333,7 +415,7 @@ impl Shared {
     ) -> std::result::Result<RunEnd, TurnFailure> {
         let (tx, mut rx) = mpsc::unbounded_channel();
         *lock(&self.slot) = Some(tx);
-        lock(&self.pending_interrupts).1 = true;
+        lock(&self.steering).open = true;
         self.foreign.store(false, Ordering::SeqCst);
         let mut busy_retries = 0u32;
         let res = 'send: loop {
@@ -349,16 +431,18 @@ impl Shared {
                 Err(f) => break Err(f),
             };
             let mut refusal_open = true;
-            let mut accepted = false;
+            let mut progressed = false;
             break loop {
                 tokio::select! {
                     ev = rx.recv() => match ev {
                         Some(TurnEv::Done) => break Ok(RunEnd::Done),
                         Some(TurnEv::Failed(m)) => {
                             // jcode reports turn_done a moment before its processing
-                            // task lets go; a message sent in that gap is refused
-                            // unaccepted and can simply be sent again.
-                            if !accepted && m.contains("Already processing") && busy_retries < BUSY_RETRIES {
+                            // task lets go; a message sent in that gap is acked
+                            // (message_accepted), then refused without being run, and
+                            // can simply be sent again. Once the turn streamed tools
+                            // it is running, and an error is a real failure.
+                            if !progressed && m.contains("Already processing") && busy_retries < BUSY_RETRIES {
                                 busy_retries += 1;
                                 tokio::time::sleep(Duration::from_millis(100)).await;
                                 continue 'send;
@@ -366,8 +450,9 @@ impl Shared {
                             break Err(TurnFailure { code: Some(condition_code(&m)), message: m });
                         }
                         Some(TurnEv::Closed) | None => break Err(TurnFailure { code: None, message: "the Harness connection closed during the turn".into() }),
-                        Some(TurnEv::Accepted) => accepted = true,
+                        Some(TurnEv::Accepted) => {}
                         Some(ev) => {
+                            progressed = true;
                             if on_tool(&ev) {
                                 return Ok(RunEnd::Early(rx));
                             }
@@ -393,12 +478,10 @@ impl Shared {
     /// The pump of one connection: events in order; the close is reported once.
     fn spawn_pump(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<Value>, generation: u64) {
         let me = self.clone();
-        self.processed.send_replace(0);
         self.active.store(false, Ordering::SeqCst);
         tokio::spawn(async move {
             while let Some(frame) = rx.recv().await {
                 me.on_event(&frame);
-                me.processed.send_modify(|n| *n += 1);
             }
             if me.route(TurnEv::Closed) {
                 *lock(&me.last_turn_error) =
@@ -412,9 +495,13 @@ impl Shared {
     async fn bring_up(self: &Arc<Self>) -> Result<(Instance, Arc<Client>)> {
         let inst = Instance::launch(&self.plan.spec).await?;
         let res = async {
-            let (client, rx) =
-                Client::connect(&self.plan.spec.home.api_socket(), "jucode-cotal-jcode/0.1")
-                    .await?;
+            let label = self.generation.load(Ordering::SeqCst) + 1;
+            let (client, rx) = Client::connect_logged(
+                &self.plan.spec.home.api_socket(),
+                "jucode-cotal-jcode/0.1",
+                self.frames.as_ref().map(|f| f.for_conn(label.to_string())),
+            )
+            .await?;
             client.attach_session(&self.plan.session_id).await?;
             Ok::<_, Error>((client, rx))
         }
@@ -560,12 +647,28 @@ impl Shared {
         // Driven as a turn the seat sees as busy; consumed once, never retried.
         self.signal(HarnessSignal::TurnStarted);
         let res = self.turn(&first, |_| false).await;
-        let _ = self.startup_gate.send(true);
+        // send_replace: `send` drops the value while no receiver exists, and a
+        // turn that comes later would then wait on the gate forever.
+        self.startup_gate.send_replace(true);
         if let Err(f) = &res {
             self.log.line("the startup turn failed; it is not retried");
             self.log.private(&format!("startup turn: {}", f.message));
         }
         self.signal(HarnessSignal::TurnEnded { ok: res.is_ok() });
+    }
+
+    /// Wait (bounded) until jcode's log shows the cotal MCP server connected.
+    async fn wait_for_mcp_hint(&self) -> bool {
+        let deadline = tokio::time::Instant::now() + self.mcp_hint_wait;
+        loop {
+            if self.jcode_logs.appended_contains(MCP_READY_HINT) {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// The readiness proof: call cotal_orientation; once more if jcode's first
@@ -595,6 +698,19 @@ impl Shared {
                         self.log.private(&format!(
                             "orientation attempt {attempt}: the turn ended without cotal_orientation (tool snapshot predates MCP?)"
                         ));
+                        if attempt == 1 {
+                            // On a loaded host the MCP server can come up after the
+                            // second turn too: pace the one repeat on jcode saying so.
+                            let seen = self.wait_for_mcp_hint().await;
+                            self.log.private(&format!(
+                                "repeating the proof; jcode {} the cotal MCP server connected",
+                                if seen {
+                                    "reported"
+                                } else {
+                                    "did not report (within the wait)"
+                                }
+                            ));
+                        }
                     }
                     Err(f) => {
                         self.log
@@ -653,41 +769,55 @@ impl Harness for JcodeHarness {
             code: None,
             message: m,
         };
-        let client = self
-            .shared
+        let sh = &self.shared;
+        let client = sh
             .client()
             .await
             .ok_or_else(|| fail("the private jcode is reconnecting".into()))?;
-        let sh = &self.shared;
-        let reply = client
+        // Joined to the open turn, which now stays open until this is decided.
+        let joined = {
+            let mut g = lock(&sh.steering);
+            if g.open {
+                g.in_flight += 1;
+            }
+            g.open
+        };
+        if !joined {
+            // No turn is open (it ended as the seat sent this): jcode ≤ 0.79.1
+            // would only queue it, so it starts its own turn, as jcode's later
+            // `turn_start` injection point does. Never sent to jcode's queue.
+            sh.log.line(
+                "a steering message arrived after the turn ended; running it as its own turn",
+            );
+            let me = sh.clone();
+            let text = text.to_string();
+            tokio::spawn(async move {
+                me.signal(HarnessSignal::TurnStarted);
+                let res = me.turn(&text, |_| false).await;
+                if let Err(f) = &res {
+                    me.log.private(&format!("steering turn: {}", f.message));
+                }
+                me.signal(HarnessSignal::TurnEnded { ok: res.is_ok() });
+            });
+            return Ok(());
+        }
+        // Decided when dropped, also if the seat gives up on this call mid-request.
+        let mut guard = InFlight {
+            sh,
+            accepted: None,
+            answered: false,
+        };
+        let res = client
             .soft_interrupt(&sh.plan.session_id, text, false)
             .await
-            .map_err(|e| fail(e.to_string()))?;
-        // Was a turn running when jcode accepted it? Let the pump catch up
-        // with every event that preceded the reply on the wire.
-        let mut processed = sh.processed.subscribe();
-        let caught_up = matches!(
-            tokio::time::timeout(
-                crate::api::REQUEST_TIMEOUT,
-                processed.wait_for(|n| *n >= reply.events_before),
-            )
-            .await,
-            Ok(Ok(_))
-        );
-        // Taken by the open turn (settled when it ends), under the lock the
-        // turn's settlement closes it with, so none is left behind.
-        if caught_up {
-            let mut g = lock(&sh.pending_interrupts);
-            if g.1 {
-                g.0.push(text.to_string());
-                return Ok(());
-            }
+            .map_err(|e| fail(e.to_string()));
+        guard.answered = true;
+        if res.is_ok() {
+            // Settled when the turn ends: injected, or run as a follow-up.
+            guard.accepted = Some(text.to_string());
         }
-        // Idle: jcode ≤ 0.79.1 would only queue it; take it back for the next turn.
-        let _ = client.cancel_soft_interrupts(&sh.plan.session_id).await;
-        Err(fail(
-            "no turn was running when jcode accepted the interrupt".into(),
-        ))
+        drop(guard);
+        res.map(drop)
     }
 
     fn signals(&self) -> broadcast::Receiver<HarnessSignal> {
@@ -744,6 +874,8 @@ pub struct JcodeFactory {
     pub recovery_window: Option<Duration>,
     /// Test override of the seat's working directory (default: the process cwd).
     pub working_dir: Option<PathBuf>,
+    /// Test override of [`MCP_HINT_WAIT`].
+    pub mcp_hint_wait: Option<Duration>,
 }
 
 impl JcodeFactory {
@@ -814,6 +946,18 @@ async fn start(
             "COTAL_JCODE_READINESS_TIMEOUT_MS is not a number".into()
         )))),
         None => READINESS_TIMEOUT,
+    };
+    let frames = if tryl!(frame_log_wanted(j("COTAL_JCODE_FRAME_LOG").as_deref())) {
+        let ts = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+        let path = home
+            .root
+            .join("logs")
+            .join(format!("harness-frames-{ts}-{}.jsonl", std::process::id()));
+        let f = tryl!(crate::api::FrameLog::open(&path));
+        log.private(&format!("Harness API frames: {}", path.display()));
+        Some(f)
+    } else {
+        None
     };
 
     // Credentials: the operator's current logins, refreshed every launch.
@@ -888,6 +1032,7 @@ async fn start(
         working_dir: working_dir.clone(),
         env,
     };
+    let jcode_logs = home::JcodeLogMark::take(&home);
     let inst = tryl!(Instance::launch(&spec).await);
     macro_rules! tryi {
         ($inst:expr, $e:expr) => {
@@ -903,7 +1048,12 @@ async fn start(
             }
         };
     }
-    let conn = Client::connect(&home.api_socket(), "jucode-cotal-jcode/0.1").await;
+    let conn = Client::connect_logged(
+        &home.api_socket(),
+        "jucode-cotal-jcode/0.1",
+        frames.as_ref().map(|f| f.for_conn("1")),
+    )
+    .await;
     let (client, rx) = tryi!(inst, conn);
     log.private(&format!(
         "Harness API: {} {:?}",
@@ -964,8 +1114,8 @@ async fn start(
         slot: Mutex::new(None),
         foreign: AtomicBool::new(false),
         active: AtomicBool::new(false),
-        processed: watch::channel(0).0,
-        pending_interrupts: Mutex::new((Vec::new(), false)),
+        steering: Mutex::new(Steering::default()),
+        steering_changed: tokio::sync::Notify::new(),
         signals: Mutex::new(Some(sig_tx)),
         last_turn_error: Mutex::new(None),
         recovered_once: AtomicBool::new(false),
@@ -977,6 +1127,9 @@ async fn start(
         model,
         fatal: factory.fatal.clone(),
         recovery_window: factory.recovery_window.unwrap_or(RECOVERY_WINDOW),
+        frames,
+        jcode_logs,
+        mcp_hint_wait: factory.mcp_hint_wait.unwrap_or(MCP_HINT_WAIT),
     });
     shared.spawn_pump(rx, 1);
     // The TUI opens on the managed session before the readiness turn.
@@ -1031,6 +1184,64 @@ fn spawn_tui(spec: &LaunchSpec, sid: &str) -> Result<tokio::process::Child> {
         .map_err(|e| Error::StartupFailed(format!("TUI: {e}")))
 }
 
+/// jcode's reasoning-effort vocabulary, lowest first (its `swarm` sentinels
+/// are UI modes, not provider tiers).
+pub const EFFORT_VOCABULARY: [&str; 7] =
+    ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// The accepted ladder a tier refusal names, parsed safely: the longest run
+/// of vocabulary words joined only by separators (spaces, `,` `|` `/` `;`,
+/// quotes, brackets, "or", "and"; a full stop or any other word ends it), at
+/// least two long, without the rejected tier, in ladder order. Nothing else of the refusal text survives, so the
+/// result is safe to print; a refusal naming no such run yields none.
+pub fn accepted_ladder(message: &str, rejected: &str) -> Vec<String> {
+    const SEPARATORS: &str = " \t\n,|/;'\"`[](){}";
+    let mut best: Vec<&str> = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let mut rest = message;
+    while !rest.is_empty() {
+        let word_end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .unwrap_or(rest.len());
+        let (word, tail) = rest.split_at(word_end);
+        let gap_end = tail
+            .find(|c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            .unwrap_or(tail.len());
+        let (gap, tail) = tail.split_at(gap_end);
+        rest = tail;
+        let lw = word.to_ascii_lowercase();
+        let joins = !word.is_empty() && gap.chars().all(|c| SEPARATORS.contains(c));
+        match EFFORT_VOCABULARY.iter().find(|v| **v == lw) {
+            Some(v) => {
+                if !run.contains(v) {
+                    run.push(v);
+                }
+                if joins {
+                    continue;
+                }
+            }
+            None if (lw == "or" || lw == "and") && joins => continue,
+            None => {}
+        }
+        // Any other word or punctuation ends the run.
+        if run.len() > best.len() {
+            best = std::mem::take(&mut run);
+        }
+        run.clear();
+    }
+    if run.len() > best.len() {
+        best = run;
+    }
+    if best.len() < 2 {
+        return Vec::new();
+    }
+    EFFORT_VOCABULARY
+        .iter()
+        .filter(|v| best.contains(v) && !v.eq_ignore_ascii_case(rejected))
+        .map(|v| v.to_string())
+        .collect()
+}
+
 /// `--model` then `--variant`, before the first turn; returns the presence label.
 pub async fn select_model(
     client: &Client,
@@ -1076,7 +1287,20 @@ pub async fn select_model(
                 Error::Api { message, .. } if message.contains("not supported") => {
                     Error::EffortUnsupported
                 }
-                Error::Api { .. } => Error::EffortRefused(v.to_string()),
+                Error::Api { message, .. } => {
+                    let accepted = accepted_ladder(&message, v);
+                    // Only vocabulary words survive the parse: safe for the terminal.
+                    if !accepted.is_empty() {
+                        log.line(&format!(
+                            "reasoning effort {v:?} refused; accepted ladder: {}",
+                            accepted.join(", ")
+                        ));
+                    }
+                    Error::EffortRefused {
+                        effort: v.to_string(),
+                        accepted,
+                    }
+                }
                 other => other,
             });
         }
@@ -1090,4 +1314,58 @@ pub async fn select_model(
         ));
     }
     Ok(pin.map(|p| (p, provider)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_accepted_ladder_is_parsed_from_the_refusal_and_nothing_else() {
+        let m = "Unsupported reasoning effort 'ultra' for gpt-5 (request req_1); supported values: none, low, medium, high.";
+        assert_eq!(
+            accepted_ladder(m, "ultra"),
+            ["none", "low", "medium", "high"]
+        );
+        // A sentence break ends a run.
+        assert!(accepted_ladder("Use high. Low is gone", "max").is_empty());
+        // Out of order, pipes, "or": ladder order, no duplicates.
+        assert_eq!(
+            accepted_ladder("expected one of high|LOW|minimal or xhigh, low", "max"),
+            ["minimal", "low", "high", "xhigh"]
+        );
+        // The rejected tier is never offered back.
+        assert_eq!(
+            accepted_ladder("valid: low, medium, high", "high"),
+            ["low", "medium"]
+        );
+    }
+
+    #[test]
+    fn a_refusal_without_a_ladder_names_none() {
+        assert!(accepted_ladder("provider rejected reasoning effort", "ultra").is_empty());
+        // A lone tier in prose is a mention, not a ladder.
+        assert!(accepted_ladder("try high instead of ultra", "ultra").is_empty());
+        assert!(
+            accepted_ladder(
+                "Reasoning effort is not supported by the current model/profile.",
+                "high"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn frame_log_and_tui_switches_refuse_other_spellings() {
+        assert!(!frame_log_wanted(None).unwrap());
+        assert!(frame_log_wanted(Some("1")).unwrap());
+        assert_eq!(
+            frame_log_wanted(Some("verbose")).unwrap_err().code(),
+            "invalid_config"
+        );
+        assert_eq!(
+            tui_mode(Some("2"), true).unwrap_err().code(),
+            "invalid_config"
+        );
+    }
 }

@@ -275,6 +275,76 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }
 
+/// How far jcode's own logs (`<home>/logs/jcode-<date>.log`, appended across
+/// launches) had grown when a launch began, so a later look reads only what
+/// this launch's jcode wrote.
+#[derive(Debug, Clone, Default)]
+pub struct JcodeLogMark {
+    dir: PathBuf,
+    sizes: std::collections::HashMap<std::ffi::OsString, u64>,
+}
+
+/// The most of one log a look reads past its mark.
+const LOG_LOOK_CAP: u64 = 8 << 20;
+
+impl JcodeLogMark {
+    pub fn take(home: &PrivateHome) -> JcodeLogMark {
+        let dir = home.root.join("logs");
+        let mut sizes = std::collections::HashMap::new();
+        for (name, len) in jcode_logs(&dir) {
+            sizes.insert(name, len);
+        }
+        JcodeLogMark { dir, sizes }
+    }
+
+    /// Whether a line jcode appended since the mark contains `needle`. A hint
+    /// only (jcode's log wording is not a contract): callers bound the wait.
+    pub fn appended_contains(&self, needle: &str) -> bool {
+        use std::io::{Read, Seek, SeekFrom};
+        for (name, len) in jcode_logs(&self.dir) {
+            let from = self.sizes.get(&name).copied().unwrap_or(0);
+            if len <= from {
+                continue;
+            }
+            let Ok(mut f) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(self.dir.join(&name))
+            else {
+                continue;
+            };
+            let mut buf = Vec::new();
+            if f.seek(SeekFrom::Start(from)).is_err()
+                || f.take(LOG_LOOK_CAP).read_to_end(&mut buf).is_err()
+            {
+                continue;
+            }
+            if String::from_utf8_lossy(&buf).contains(needle) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// `jcode-*.log` files directly in `dir` (regular files only) and their sizes.
+fn jcode_logs(dir: &Path) -> Vec<(std::ffi::OsString, u64)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("jcode-") && n.ends_with(".log")
+        })
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            m.is_file().then(|| (e.file_name(), m.len()))
+        })
+        .collect()
+}
+
 /// The connector log: every line to stderr and to an owner-only
 /// `<home>/logs/connector-<timestamp>-<pid>.log`.
 #[derive(Clone)]
@@ -366,6 +436,26 @@ mod tests {
         assert!(m.file_type().is_symlink());
         assert_eq!(std::fs::read_link(&h.runtime_dir).unwrap(), h.run_dir);
         let _ = std::fs::remove_dir_all(&h.alias_dir);
+    }
+
+    #[test]
+    fn the_jcode_log_mark_sees_only_what_was_appended_after_it() {
+        let ws = tempfile::tempdir().unwrap();
+        let h = PrivateHome::prepare(ws.path(), "dev", "marks").unwrap();
+        let old = h.root.join("logs/jcode-2026-11-29.log");
+        std::fs::write(&old, "MCP: Connected to 'cotal' with 3 tools\n").unwrap();
+        let mark = JcodeLogMark::take(&h);
+        assert!(!mark.appended_contains("Connected to 'cotal'"));
+        let mut f = std::fs::OpenOptions::new().append(true).open(&old).unwrap();
+        writeln!(f, "MCP: Connecting to 'cotal'").unwrap();
+        assert!(!mark.appended_contains("Connected to 'cotal'"));
+        // A new day's file is read from its start.
+        std::fs::write(
+            h.root.join("logs/jcode-2026-11-30.log"),
+            "MCP: Connected to 'cotal' with 3 tools\n",
+        )
+        .unwrap();
+        assert!(mark.appended_contains("Connected to 'cotal'"));
     }
 
     #[test]

@@ -279,13 +279,70 @@ async fn a_pre_mcp_tool_snapshot_repeats_the_proof_once() {
     .await
     .unwrap();
     assert_eq!(env.sends("cotal_orientation"), 2);
+    // The repeat waited for jcode to report the MCP server connected.
+    let log = logs(&env.home("late"));
+    assert!(
+        log.contains("repeating the proof; jcode reported the cotal MCP server connected"),
+        "{log}"
+    );
+    h.shutdown().await;
+}
+
+/// The second whole-seat flake: on a loaded host jcode's MCP server came up
+/// after both readiness turns. The one repeat now waits for jcode to report
+/// the server connected, so a late server still passes the proof.
+#[tokio::test]
+async fn a_late_mcp_server_still_passes_the_one_repeat() {
+    let env = Env::new();
+    let f = env.factory();
+    let h = start(
+        &f,
+        env.ctx("slow-mcp", &[("FAKE_JCODE_MCP_DELAY_MS", "1500")], &[]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.sends("cotal_orientation"), 2);
+    assert!(logs(&env.home("slow-mcp")).contains("jcode reported the cotal MCP server connected"));
+    h.shutdown().await;
+}
+
+/// The third whole-seat flake: jcode 0.67.1 acked the repeat sent right
+/// after the first proof turn's turn_done, then refused it ("Already
+/// processing a message"); the refused message is sent again.
+#[tokio::test]
+async fn a_message_acked_then_refused_as_busy_is_sent_again() {
+    let env = Env::new();
+    let f = env.factory();
+    let h = start(
+        &f,
+        env.ctx(
+            "busy",
+            &[
+                ("FAKE_JCODE_PRE_MCP_TURNS", "1"),
+                ("FAKE_JCODE_BUSY_AFTER_TURN", "1"),
+            ],
+            &[],
+        ),
+    )
+    .await
+    .unwrap();
+    // Two proof turns ran; the refused send in between was repeated.
+    assert_eq!(env.sends("cotal_orientation"), 3);
+    let log = logs(&env.home("busy"));
+    assert!(
+        log.contains("readiness: orientation proved; joining with no spawn --prompt"),
+        "{log}"
+    );
     h.shutdown().await;
 }
 
 #[tokio::test]
 async fn a_bridge_that_never_shows_the_tools_fails_loud_and_is_stopped() {
     let env = Env::new();
-    let f = env.factory();
+    let f = JcodeFactory {
+        mcp_hint_wait: Some(Duration::from_millis(300)),
+        ..env.factory()
+    };
     let err = start(
         &f,
         env.ctx("mute", &[("FAKE_JCODE_PRE_MCP_TURNS", "5")], &[]),
@@ -297,6 +354,11 @@ async fn a_bridge_that_never_shows_the_tools_fails_loud_and_is_stopped() {
     assert_eq!(startup_code(&f), "readiness_failed");
     assert_eq!(env.sends("cotal_orientation"), 2);
     let home = env.home("mute");
+    assert!(
+        logs(&home).contains("jcode did not report (within the wait)"),
+        "{}",
+        logs(&home)
+    );
     for p in tree(&home) {
         assert!(!alive(p), "pid {p} survived a failed start");
     }
@@ -384,6 +446,13 @@ async fn model_and_effort_refusals_use_their_codes() {
             vec![("FAKE_JCODE_EFFORT", "refuse")],
             "effort_refused",
         ),
+        (
+            "m7",
+            None,
+            Some("ultra"),
+            vec![("FAKE_JCODE_EFFORT", "refuse-ladder")],
+            "effort_refused",
+        ),
     ];
     for (name, model, variant, extra, code) in cases {
         let f = env.factory();
@@ -396,6 +465,20 @@ async fn model_and_effort_refusals_use_their_codes() {
             assert!(!alive(p), "{name}: pid {p} survived");
         }
     }
+    // The ladder jcode named is logged; its other text stays out of that line.
+    let log = logs(&env.home("m7"));
+    let line = log
+        .lines()
+        .find(|l| l.contains("accepted ladder"))
+        .expect(&log);
+    assert!(
+        line.ends_with(
+            "reasoning effort \"ultra\" refused; accepted ladder: none, low, medium, high"
+        ),
+        "{line}"
+    );
+    assert!(!line_mentions(&log, "req_PRIVATE42", "accepted ladder"));
+    assert!(!logs(&env.home("m5")).contains("accepted ladder"));
     // An accepted model and variant pass, and the model is the presence label.
     let f = env.factory();
     let mut ctx = env.ctx("m6", &[], &[]);
@@ -469,6 +552,12 @@ async fn an_attach_returning_another_session_is_refused() {
     assert_eq!(startup_code(&f), "attach_mismatch");
 }
 
+/// Whether a log line containing `marker` also contains `needle`.
+fn line_mentions(log: &str, needle: &str, marker: &str) -> bool {
+    log.lines()
+        .any(|l| l.contains(marker) && l.contains(needle))
+}
+
 async fn next_signal(
     rx: &mut tokio::sync::broadcast::Receiver<HarnessSignal>,
     want: &HarnessSignal,
@@ -537,6 +626,25 @@ async fn a_bridge_closing_mid_turn_is_replaced_once_then_ends_the_seat() {
     for p in tree(&home) {
         assert!(!alive(p));
     }
+}
+
+/// The whole-seat flake: a peer message that arrives only after the
+/// post-join notice turn ended must still start a turn (the startup gate
+/// stays open for senders that come later).
+#[tokio::test]
+async fn a_turn_sent_after_the_startup_turn_ended_still_runs() {
+    let env = Env::new();
+    let f = env.factory();
+    let h = start(&f, env.ctx("late-dm", &[], &[])).await.unwrap();
+    let mut sig = h.signals(); // joined: the notice runs as the first turn
+    assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: true }).await);
+    assert_eq!(env.sends("You have joined the Cotal mesh"), 1);
+    tokio::time::timeout(GUARD, h.send_turn("DM from bob: ping"))
+        .await
+        .expect("deadlock guard: a turn after the startup turn never ran")
+        .unwrap();
+    assert_eq!(env.sends("DM from bob: ping"), 1);
+    h.shutdown().await;
 }
 
 #[tokio::test]
@@ -647,16 +755,17 @@ async fn the_tui_opens_on_the_managed_session_and_is_stopped_with_the_seat() {
     assert!(!home.alias_dir.exists(), "the socket alias is cleaned up");
 }
 
-/// Send a soft interrupt once the turn runs (an idle one is refused and taken back).
-async fn interrupt_during(h: &Arc<dyn Harness>, text: &str) {
+/// Send a soft interrupt once jcode got the turn's message (the turn is open).
+async fn interrupt_during(env: &Env, h: &Arc<dyn Harness>, text: &str) {
     let deadline = tokio::time::Instant::now() + GUARD;
-    while h.soft_interrupt(text).await.is_err() {
+    while env.sends("long work") == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "deadlock guard: no running turn"
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    h.soft_interrupt(text).await.unwrap();
 }
 
 fn count_in_snapshot(h: &Arc<dyn Harness>, needle: &str) -> usize {
@@ -681,7 +790,7 @@ async fn a_soft_interrupt_during_a_turn_is_injected_once() {
         let h = h.clone();
         tokio::spawn(async move { h.send_turn("long work").await })
     };
-    interrupt_during(&h, "STEER-1").await;
+    interrupt_during(&env, &h, "STEER-1").await;
     turn.await.unwrap().unwrap();
     let snap = std::fs::read_to_string(h.journal().unwrap().snapshot_path()).unwrap();
     assert_eq!(count_in_snapshot(&h, "STEER-1"), 1, "{snap}");
@@ -710,7 +819,7 @@ async fn an_interrupt_that_missed_the_turn_runs_as_a_follow_up_not_twice() {
         let h = h.clone();
         tokio::spawn(async move { h.send_turn("long work").await })
     };
-    interrupt_during(&h, "STEER-2").await;
+    interrupt_during(&env, &h, "STEER-2").await;
     turn.await.unwrap().unwrap();
     // jcode's queue was cancelled and the text ran as its own turn, once.
     assert!(
@@ -720,10 +829,102 @@ async fn an_interrupt_that_missed_the_turn_runs_as_a_follow_up_not_twice() {
     );
     assert_eq!(env.sends("STEER-2"), 1);
     assert_eq!(count_in_snapshot(&h, "STEER-2"), 1);
-    // An interrupt while idle is refused and taken back.
-    assert!(h.soft_interrupt("IDLE-1").await.is_err());
-    h.send_turn("next").await.unwrap();
-    assert_eq!(count_in_snapshot(&h, "IDLE-1"), 0);
+    // One that comes when no turn is open (the turn ended as the seat sent
+    // it) starts its own turn, signalled like a foreign one, and runs once;
+    // jcode's idle queue is never used.
+    let mut sig = h.signals();
+    let cancels = |env: &Env| {
+        env.requests()
+            .iter()
+            .filter(|r| r["req"] == "cancel_soft_interrupts" || r["req"] == "soft_interrupt")
+            .count()
+    };
+    let before = cancels(&env);
+    h.soft_interrupt("IDLE-1").await.unwrap();
+    assert!(next_signal(&mut sig, &HarnessSignal::TurnStarted).await);
+    assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: true }).await);
+    assert_eq!(env.sends("IDLE-1"), 1);
+    assert_eq!(count_in_snapshot(&h, "IDLE-1"), 1);
+    assert_eq!(cancels(&env), before);
+    h.shutdown().await;
+}
+
+/// The third whole-seat flake: the seat sent a DM as a soft interrupt just
+/// before the turn's turn_done and jcode answered after it. The turn now
+/// stays open until the interrupt is decided, so the DM joins it (here as a
+/// follow-up) instead of being refused after the seat counted the turn done.
+#[tokio::test]
+async fn an_interrupt_answered_after_turn_done_still_joins_that_turn() {
+    let env = Env::new();
+    let f = env.factory();
+    let h = start(
+        &f,
+        env.ctx(
+            "late-answer",
+            &[
+                ("FAKE_JCODE_TURN_DELAY_MS", "200"),
+                ("FAKE_JCODE_SOFT_REPLY_DELAY_MS", "800"),
+            ],
+            &[],
+        ),
+    )
+    .await
+    .unwrap();
+    let _ = h.signals();
+    let turn = {
+        let h = h.clone();
+        tokio::spawn(async move { h.send_turn("long work").await })
+    };
+    interrupt_during(&env, &h, "STEER-3").await;
+    turn.await.unwrap().unwrap();
+    // By the time the turn returned, the interrupt ran, once.
+    assert_eq!(env.sends("STEER-3"), 1);
+    assert_eq!(count_in_snapshot(&h, "STEER-3"), 1);
+    h.shutdown().await;
+}
+
+/// The seat gives up on an interrupt whose answer is late (its own bound):
+/// the turn still ends, and jcode's queue, which may hold the text, is
+/// cleared because the seat carries it again.
+#[tokio::test]
+async fn an_interrupt_the_seat_abandons_neither_hangs_the_turn_nor_stays_queued() {
+    let env = Env::new();
+    let f = env.factory();
+    let h = start(
+        &f,
+        env.ctx(
+            "abandoned",
+            &[
+                ("FAKE_JCODE_TURN_DELAY_MS", "200"),
+                ("FAKE_JCODE_SOFT_REPLY_DELAY_MS", "800"),
+            ],
+            &[],
+        ),
+    )
+    .await
+    .unwrap();
+    let _ = h.signals();
+    let turn = {
+        let h = h.clone();
+        tokio::spawn(async move { h.send_turn("long work").await })
+    };
+    while env.sends("long work") == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(50), h.soft_interrupt("STEER-4")).await;
+    assert!(gave_up.is_err(), "the seat's own bound fired first");
+    tokio::time::timeout(GUARD, turn)
+        .await
+        .expect("deadlock guard: the turn never ended")
+        .unwrap()
+        .unwrap();
+    assert!(
+        env.requests()
+            .iter()
+            .any(|r| r["req"] == "cancel_soft_interrupts")
+    );
+    assert_eq!(env.sends("STEER-4"), 0);
     h.shutdown().await;
 }
 

@@ -51,19 +51,41 @@ fn seat_bin() -> PathBuf {
     profile_dir.join("jucode-cotal-jcode")
 }
 
-async fn until<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + GUARD;
-    while !f().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "deadlock guard: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+/// The connector log, the last frames and the provider's requests, for a failure message.
+fn seat_logs(ws: &std::path::Path, provider: &FakeOpenAi) -> String {
+    let home = PrivateHome::prepare(ws, "dev", "alice").unwrap();
+    let mut logs = String::from("logs:\n");
+    for e in std::fs::read_dir(home.root.join("logs")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+        if name.starts_with("connector-") {
+            logs.push_str(&text);
+        } else if name.starts_with("harness-frames-") {
+            // The last frames (no deltas) show where the seat stopped.
+            let tail: Vec<&str> = text.lines().filter(|l| !l.contains("_delta")).collect();
+            let from = tail.len().saturating_sub(40);
+            logs.push_str("frames:\n");
+            logs.push_str(&tail[from..].join("\n"));
+            logs.push('\n');
+        } else if name.starts_with("jcode-") {
+            let mcp: Vec<&str> = text.lines().filter(|l| l.contains("MCP")).collect();
+            logs.push_str("jcode MCP lines:\n");
+            logs.push_str(&mcp.join("\n"));
+            logs.push('\n');
+        }
     }
+    let reqs: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|r| {
+            format!(
+                "{:?}: {}",
+                r.last_role,
+                r.last_text.chars().take(200).collect::<String>()
+            )
+        })
+        .collect();
+    format!("{logs}provider:\n{}", reqs.join("\n"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,6 +126,7 @@ async fn a_dm_to_a_jcode_seat_is_answered_and_stop_leaves_no_tree() {
         .env("COTAL_JCODE_BIN", &jcode)
         .env("COTAL_JCODE_HOME", ws.path())
         .env("COTAL_JCODE_TUI", "0")
+        .env("COTAL_JCODE_FRAME_LOG", "1")
         .env("COTAL_EVENTS", "1")
         .env("COTAL_EVENTS_REQUIRED", "1")
         .env("COTAL_WORKSPACE_ROOT", ws.path())
@@ -111,13 +134,27 @@ async fn a_dm_to_a_jcode_seat_is_answered_and_stop_leaves_no_tree() {
         .spawn()
         .unwrap();
 
-    until("presence appears after the readiness proof", || async {
-        let Ok(kv) = js.get_key_value("cotal_presence_dev").await else {
-            return false;
-        };
-        matches!(kv.get("local.alice").await, Ok(Some(_)))
-    })
-    .await;
+    // Presence appears after the readiness proof; a seat that exits first fails at once.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    loop {
+        if let Ok(kv) = js.get_key_value("cotal_presence_dev").await
+            && matches!(kv.get("local.alice").await, Ok(Some(_)))
+        {
+            break;
+        }
+        if let Some(status) = seat.try_wait().unwrap() {
+            panic!(
+                "the seat exited ({status}) before presence\n{}",
+                seat_logs(ws.path(), &provider)
+            );
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "deadlock guard: presence appears after the readiness proof\n{}",
+            seat_logs(ws.path(), &provider)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     let dm = json!({"id": "m1", "ts": 1.0, "space": "dev", "from": {"id": "local.bob", "name": "bob"},
         "to": "local.alice", "parts": [{"kind": "text", "text": "ping"}]});
@@ -135,31 +172,10 @@ async fn a_dm_to_a_jcode_seat_is_answered_and_stop_leaves_no_tree() {
 
     let reply = match tokio::time::timeout(GUARD, replies.next()).await {
         Ok(r) => r.unwrap(),
-        Err(_) => {
-            let home = PrivateHome::prepare(ws.path(), "dev", "alice").unwrap();
-            let mut logs = String::new();
-            for e in std::fs::read_dir(home.root.join("logs")).unwrap().flatten() {
-                if !e.file_name().to_string_lossy().starts_with("connector-") {
-                    continue;
-                }
-                logs.push_str(&std::fs::read_to_string(e.path()).unwrap_or_default());
-            }
-            let reqs: Vec<String> = provider
-                .requests()
-                .iter()
-                .map(|r| {
-                    format!(
-                        "{:?}: {}",
-                        r.last_role,
-                        r.last_text.chars().take(200).collect::<String>()
-                    )
-                })
-                .collect();
-            panic!(
-                "deadlock guard: no answer to the DM\nlogs:\n{logs}\nprovider:\n{}",
-                reqs.join("\n")
-            );
-        }
+        Err(_) => panic!(
+            "deadlock guard: no answer to the DM\n{}",
+            seat_logs(ws.path(), &provider)
+        ),
     };
     let v: Value = serde_json::from_slice(&reply.payload).unwrap();
     assert_eq!(v["from"]["id"], "local.alice", "{v}");

@@ -6,10 +6,10 @@
 //! daemon ignoring SIGTERM can be injected. Never used by a production seat.
 //!
 //! Knobs (environment): `FAKE_JCODE_LOG` (request log), `FAKE_JCODE_REFUSE_MODEL`,
-//! `FAKE_JCODE_EFFORT` (`unsupported`|`refuse`), `FAKE_JCODE_ROUTES` (JSON),
-//! `FAKE_JCODE_PRE_MCP_TURNS`, `FAKE_JCODE_CLOSE_ON` (+ `FAKE_JCODE_CLOSE_MARKER`),
+//! `FAKE_JCODE_EFFORT` (`unsupported`|`refuse`|`refuse-ladder`), `FAKE_JCODE_ROUTES` (JSON),
+//! `FAKE_JCODE_PRE_MCP_TURNS`, `FAKE_JCODE_MCP_DELAY_MS` (MCP up that long after launch), `FAKE_JCODE_BUSY_AFTER_TURN` (the first message after a turn is acked, then refused), `FAKE_JCODE_CLOSE_ON` (+ `FAKE_JCODE_CLOSE_MARKER`),
 //! `FAKE_JCODE_FAIL_ON`, `FAKE_JCODE_IGNORE_TERM`, `FAKE_JCODE_ATTACH_OTHER`,
-//! `FAKE_JCODE_ATTACH_OTHER_IF=<file>`, `FAKE_JCODE_EXIT_AT_START`, `FAKE_JCODE_TURN_DELAY_MS`, `FAKE_JCODE_INJECT=never` (soft interrupts miss the turn).
+//! `FAKE_JCODE_ATTACH_OTHER_IF=<file>`, `FAKE_JCODE_EXIT_AT_START`, `FAKE_JCODE_TURN_DELAY_MS`, `FAKE_JCODE_SOFT_REPLY_DELAY_MS`, `FAKE_JCODE_INJECT=never` (soft interrupts miss the turn).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,6 +24,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 static ORIENTATION_TURNS: AtomicU64 = AtomicU64::new(0);
+/// Whether the one refusal of `FAKE_JCODE_BUSY_AFTER_TURN` was sent.
+static REFUSED_ONCE: AtomicBool = AtomicBool::new(false);
+/// Whether the (pretend) MCP server is up (`FAKE_JCODE_MCP_DELAY_MS`).
+static MCP_UP: AtomicBool = AtomicBool::new(false);
 /// Soft interrupts queued in this bridge (jcode keeps them per session).
 static QUEUE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -70,11 +74,23 @@ fn main() {
             "{}",
             json!({"version":"v0.0.0-fake","semver":"0.0.0","release_build":false})
         ),
-        Some("api-bridge") | Some("api") => bridge(PathBuf::from(
-            api_socket
-                .or_else(|| env("JCODE_API_SOCKET"))
-                .expect("api socket"),
-        )),
+        Some("api-bridge") | Some("api") => {
+            if let Some(ms) = env("FAKE_JCODE_MCP_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
+                // The MCP server comes up this long after launch, whatever the turns do.
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    MCP_UP.store(true, Ordering::SeqCst);
+                    log_mcp_connected();
+                });
+            } else {
+                MCP_UP.store(true, Ordering::SeqCst);
+            }
+            bridge(PathBuf::from(
+                api_socket
+                    .or_else(|| env("JCODE_API_SOCKET"))
+                    .expect("api socket"),
+            ))
+        }
         None if resume.is_some() => loop {
             // The "TUI": stays until signalled.
             std::thread::sleep(Duration::from_secs(3600));
@@ -218,6 +234,23 @@ fn append_messages(id: &str, msgs: Vec<Value>) {
     let tmp = p.with_extension(format!("tmp.{}", std::process::id()));
     std::fs::write(&tmp, snap.to_string()).unwrap();
     std::fs::rename(&tmp, &p).unwrap();
+}
+
+/// jcode's own log line for a connected MCP server, in its log file.
+fn log_mcp_connected() {
+    use std::io::Write as _;
+    let dir = home().join("logs");
+    let _ = std::fs::create_dir_all(&dir);
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("jcode-2026-11-30.log"))
+    {
+        let _ = writeln!(
+            f,
+            "[2026-11-30 00:00:00.000] [INFO] MCP: Connected to 'cotal' with 22 tools"
+        );
+    }
 }
 
 fn has_cotal_mcp() -> bool {
@@ -364,9 +397,15 @@ fn serve(stream: UnixStream) {
             "set_reasoning_effort" => match env("FAKE_JCODE_EFFORT").as_deref() {
                 Some("unsupported") => conn.error(Some(id), "invalid_request", "Reasoning effort is not supported by the current model/profile. It works for OpenRouter, DeepSeek-family and GPT-family reasoning models, and profiles with supports_reasoning_effort = true."),
                 Some("refuse") => conn.error(Some(id), "invalid_request", "provider rejected reasoning effort"),
+                // A refusal that names the accepted ladder among provider text.
+                Some("refuse-ladder") => conn.error(Some(id), "invalid_request", "Unsupported reasoning effort 'ultra' for fake-model (request req_PRIVATE42); supported values: none, low, medium, high."),
                 _ => conn.reply(id, "ok", json!({})),
             },
             "soft_interrupt" => {
+                // The daemon answers late: the turn may end before it queues the text.
+                if let Some(ms) = env("FAKE_JCODE_SOFT_REPLY_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
+                    std::thread::sleep(Duration::from_millis(ms));
+                }
                 QUEUE.lock().unwrap().push(f["content"].as_str().unwrap_or_default().to_string());
                 conn.reply(id, "ok", json!({}));
             }
@@ -397,6 +436,17 @@ fn serve(stream: UnixStream) {
                 }
                 if busy.swap(true, Ordering::SeqCst) {
                     conn.error(None, "internal", "Already processing a message");
+                    continue;
+                }
+                // jcode 0.67.1 acks a message right after a turn_done, then refuses
+                // it: its previous processing task had not let go yet.
+                if env("FAKE_JCODE_BUSY_AFTER_TURN").is_some()
+                    && ORIENTATION_TURNS.load(Ordering::SeqCst) > 0
+                    && !REFUSED_ONCE.swap(true, Ordering::SeqCst)
+                {
+                    conn.event("message_accepted", json!({}));
+                    conn.error(None, "internal", "Already processing a message");
+                    busy.store(false, Ordering::SeqCst);
                     continue;
                 }
                 // The turn runs beside the request loop, so soft interrupts
@@ -446,7 +496,11 @@ fn turn(conn: &mut Conn, sid: &str, content: &str, user: Value, busy: &AtomicBoo
         .unwrap_or(0);
     let tool = if orientation {
         let n = ORIENTATION_TURNS.fetch_add(1, Ordering::SeqCst);
-        (n >= pre_mcp && has_cotal_mcp()).then_some((
+        if n + 1 == pre_mcp && has_cotal_mcp() {
+            // The MCP server comes up during this turn, too late for its snapshot.
+            log_mcp_connected();
+        }
+        (n >= pre_mcp && MCP_UP.load(Ordering::SeqCst) && has_cotal_mcp()).then_some((
             "call_fake_orientation",
             "mcp__cotal__cotal_orientation",
             "You are seated.",
