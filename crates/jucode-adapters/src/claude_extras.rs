@@ -19,7 +19,7 @@ pub(crate) fn task_output(task_id: &str, body: &Value) -> Event {
         "task_output",
         json!({
             "task_id": task_id,
-            "output": body.get("output").and_then(Value::as_str).unwrap_or(""),
+            "output": str_or(body, "output", ""),
             "truncated": body.get("truncated").and_then(Value::as_bool).unwrap_or(false),
         }),
     )
@@ -33,10 +33,10 @@ pub(crate) fn permission_rules(body: &Value) -> Event {
         .iter()
         .map(|r| {
             json!({
-                "behavior": r.get("behavior").and_then(Value::as_str).unwrap_or(""),
-                "source": r.get("source").and_then(Value::as_str).unwrap_or(""),
-                "rule": r.get("rule").and_then(Value::as_str).unwrap_or(""),
-                "editability": r.get("editability").and_then(Value::as_str).unwrap_or("readonly"),
+                "behavior": str_or(r, "behavior", ""),
+                "source": str_or(r, "source", ""),
+                "rule": str_or(r, "rule", ""),
+                "editability": str_or(r, "editability", "readonly"),
             })
         })
         .collect();
@@ -44,8 +44,8 @@ pub(crate) fn permission_rules(body: &Value) -> Event {
         .iter()
         .map(|d| {
             json!({
-                "path": d.get("path").and_then(Value::as_str).unwrap_or(""),
-                "source": d.get("source").and_then(Value::as_str).unwrap_or(""),
+                "path": str_or(d, "path", ""),
+                "source": str_or(d, "source", ""),
             })
         })
         .collect();
@@ -63,9 +63,9 @@ pub(crate) fn context_breakdown(body: &Value) -> Event {
         .map(|c| {
             json!({
                 "id": c.get("id").and_then(Value::as_str),
-                "name": c.get("name").and_then(Value::as_str).unwrap_or(""),
-                "tokens": c.get("tokens").and_then(Value::as_u64).unwrap_or(0),
-                "kind": c.get("kind").and_then(Value::as_str).unwrap_or("used"),
+                "name": str_or(c, "name", ""),
+                "tokens": count(c, "tokens"),
+                "kind": str_or(c, "kind", "used"),
             })
         })
         .collect();
@@ -74,8 +74,8 @@ pub(crate) fn context_breakdown(body: &Value) -> Event {
             .iter()
             .map(|m| {
                 json!({
-                    "name": m.get(name_key).and_then(Value::as_str).unwrap_or(""),
-                    "tokens": m.get("tokens").and_then(Value::as_u64).unwrap_or(0),
+                    "name": str_or(m, name_key, ""),
+                    "tokens": count(m, "tokens"),
                 })
             })
             .collect()
@@ -84,9 +84,9 @@ pub(crate) fn context_breakdown(body: &Value) -> Event {
         .iter()
         .map(|m| {
             json!({
-                "name": m.get("name").and_then(Value::as_str).unwrap_or(""),
-                "server": m.get("serverName").and_then(Value::as_str).unwrap_or(""),
-                "tokens": m.get("tokens").and_then(Value::as_u64).unwrap_or(0),
+                "name": str_or(m, "name", ""),
+                "server": str_or(m, "serverName", ""),
+                "tokens": count(m, "tokens"),
             })
         })
         .collect();
@@ -94,8 +94,8 @@ pub(crate) fn context_breakdown(body: &Value) -> Event {
         "context_breakdown",
         json!({
             "model": body.get("model").and_then(Value::as_str),
-            "total_tokens": body.get("totalTokens").and_then(Value::as_u64).unwrap_or(0),
-            "max_tokens": body.get("maxTokens").and_then(Value::as_u64).unwrap_or(0),
+            "total_tokens": count(body, "totalTokens"),
+            "max_tokens": count(body, "maxTokens"),
             "percentage": body.get("percentage").and_then(Value::as_f64).unwrap_or(0.0),
             "auto_compact_threshold": body.get("autoCompactThreshold").and_then(Value::as_u64),
             "auto_compact": body.get("isAutoCompactEnabled").and_then(Value::as_bool).unwrap_or(false),
@@ -164,6 +164,16 @@ pub(crate) fn applied(body: &Value) -> Applied {
             .get("showThinkingSummaries")
             .and_then(Value::as_bool),
     }
+}
+
+/// A string field, or `default` when it is missing or not a string.
+fn str_or<'a>(v: &'a Value, key: &str, default: &'a str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or(default)
+}
+
+/// A count field, 0 when it is missing.
+fn count(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
 fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {

@@ -8,31 +8,20 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use jucode_protocol::serve::Event;
 use serde_json::{Value, json};
 
+use crate::runs::{AgentRun, agent_runs, newest, now_ms};
 use crate::{claude_tool_name, event, text_of, truncate};
 
 /// The tools that start a subagent (older CLIs call it Task, newer Agent).
 const AGENT_TOOLS: &[&str] = &["Task", "Agent"];
 const WORKFLOW_TOOL: &str = "Workflow";
-/// The newest items of a subagent transcript that are sent.
-pub(crate) const TRANSCRIPT_ITEMS: usize = 600;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Agent {
-    id: String,
-    label: String,
-    kind: Option<String>,
-    tool_use_id: Option<String>,
-    status: String,
-    model: Option<String>,
-    started_at: Option<u64>,
-    duration_ms: Option<u64>,
-    tokens: u64,
-    tool_calls: u64,
+    run: AgentRun,
     prompt: Option<String>,
     result: Option<String>,
     error: Option<String>,
@@ -66,15 +55,33 @@ pub(crate) struct Runs {
     workflows: Vec<Workflow>,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 fn str_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The `usage` of a `system/task_progress` or `task_notification` frame: what it gives
+/// replaces a run's counters, what it leaves out keeps them.
+struct Usage {
+    tokens: Option<u64>,
+    tool_calls: Option<u64>,
+    duration_ms: Option<u64>,
+}
+
+impl Usage {
+    fn of(frame: &Value) -> Usage {
+        let n = |k: &str| frame["usage"].get(k).and_then(Value::as_u64);
+        Usage {
+            tokens: n("total_tokens"),
+            tool_calls: n("tool_uses"),
+            duration_ms: n("duration_ms"),
+        }
+    }
+
+    fn apply(&self, tokens: &mut u64, tool_calls: &mut u64, duration_ms: &mut Option<u64>) {
+        *tokens = self.tokens.unwrap_or(*tokens);
+        *tool_calls = self.tool_calls.unwrap_or(*tool_calls);
+        *duration_ms = self.duration_ms.or(*duration_ms);
+    }
 }
 
 impl Runs {
@@ -89,14 +96,14 @@ impl Runs {
             return false;
         }
         if AGENT_TOOLS.contains(&name) {
+            let label = str_of(input, "description").unwrap_or_default();
             self.agents.push(Agent {
-                id: id.to_string(),
-                label: str_of(input, "description").unwrap_or_default(),
-                kind: str_of(input, "subagent_type"),
-                tool_use_id: Some(id.to_string()),
-                status: "running".into(),
-                model: str_of(input, "model"),
-                started_at: Some(now_ms()),
+                run: AgentRun {
+                    kind: str_of(input, "subagent_type"),
+                    tool_use_id: Some(id.to_string()),
+                    model: str_of(input, "model"),
+                    ..AgentRun::running(id, &label)
+                },
                 prompt: str_of(input, "prompt"),
                 live: true,
                 ..Agent::default()
@@ -123,11 +130,11 @@ impl Runs {
     fn by_tool_use(&mut self, tool_use_id: &str) -> Option<&mut Agent> {
         self.agents
             .iter_mut()
-            .find(|a| a.tool_use_id.as_deref() == Some(tool_use_id))
+            .find(|a| a.run.tool_use_id.as_deref() == Some(tool_use_id))
     }
 
     fn agent(&mut self, id: &str) -> Option<&mut Agent> {
-        self.agents.iter_mut().find(|a| a.id == id)
+        self.agents.iter_mut().find(|a| a.run.id == id)
     }
 
     fn workflow(&mut self, id: &str) -> Option<&mut Workflow> {
@@ -138,7 +145,7 @@ impl Runs {
     pub(crate) fn subagent_tool_call(&mut self, parent_tool_use_id: &str) -> bool {
         match self.by_tool_use(parent_tool_use_id) {
             Some(agent) => {
-                agent.tool_calls += 1;
+                agent.run.tool_calls += 1;
                 true
             }
             None => false,
@@ -149,8 +156,8 @@ impl Runs {
     pub(crate) fn agent_of_call(&self, tool_use_id: &str) -> Option<&str> {
         self.agents
             .iter()
-            .find(|a| a.tool_use_id.as_deref() == Some(tool_use_id) && a.id_known)
-            .map(|a| a.id.as_str())
+            .find(|a| a.run.tool_use_id.as_deref() == Some(tool_use_id) && a.id_known)
+            .map(|a| a.run.id.as_str())
     }
 
     /// `subagent_lifecycle` events for the live subagents whose state moved on since the last
@@ -159,7 +166,7 @@ impl Runs {
     pub(crate) fn lifecycle(&mut self) -> Vec<Event> {
         let mut out = Vec::new();
         for agent in self.agents.iter_mut().filter(|a| a.live) {
-            let phase = match agent.status.as_str() {
+            let phase = match agent.run.status.as_str() {
                 "completed" => "completed",
                 "failed" => "failed",
                 "stopped" | "killed" => "stopped",
@@ -224,16 +231,17 @@ impl Runs {
             .and_then(|t| {
                 self.agents
                     .iter()
-                    .position(|a| a.tool_use_id.as_deref() == Some(t))
+                    .position(|a| a.run.tool_use_id.as_deref() == Some(t))
             })
-            .or_else(|| self.agents.iter().position(|a| a.id == task));
+            .or_else(|| self.agents.iter().position(|a| a.run.id == task));
         let agent = match found {
             Some(i) => &mut self.agents[i],
             None => {
                 self.agents.push(Agent {
-                    tool_use_id: tool_use.clone(),
-                    status: "running".into(),
-                    started_at: Some(now_ms()),
+                    run: AgentRun {
+                        tool_use_id: tool_use.clone(),
+                        ..AgentRun::running("", "")
+                    },
                     live: true,
                     ..Agent::default()
                 });
@@ -241,13 +249,13 @@ impl Runs {
                 &mut self.agents[last]
             }
         };
-        agent.id = task;
+        agent.run.id = task;
         agent.id_known = true;
         if let Some(d) = description {
-            agent.label = d;
+            agent.run.label = d;
         }
         if let Some(kind) = str_of(frame, "subagent_type") {
-            agent.kind = Some(kind);
+            agent.run.kind = Some(kind);
         }
         if let Some(prompt) = str_of(frame, "prompt") {
             agent.prompt = Some(prompt);
@@ -263,20 +271,14 @@ impl Runs {
         let Some(task) = str_of(frame, "task_id") else {
             return false;
         };
-        let usage = &frame["usage"];
-        let tokens = usage.get("total_tokens").and_then(Value::as_u64);
-        let tools = usage.get("tool_uses").and_then(Value::as_u64);
-        let duration = usage.get("duration_ms").and_then(Value::as_u64);
+        let usage = Usage::of(frame);
         if let Some(agent) = self.agent(&task) {
-            agent.tokens = tokens.unwrap_or(agent.tokens);
-            agent.tool_calls = tools.unwrap_or(agent.tool_calls);
-            agent.duration_ms = duration.or(agent.duration_ms);
+            let run = &mut agent.run;
+            usage.apply(&mut run.tokens, &mut run.tool_calls, &mut run.duration_ms);
             return true;
         }
-        if let Some(workflow) = self.workflow(&task) {
-            workflow.tokens = tokens.unwrap_or(workflow.tokens);
-            workflow.tool_calls = tools.unwrap_or(workflow.tool_calls);
-            workflow.duration_ms = duration.or(workflow.duration_ms);
+        if let Some(w) = self.workflow(&task) {
+            usage.apply(&mut w.tokens, &mut w.tool_calls, &mut w.duration_ms);
             return true;
         }
         false
@@ -292,7 +294,7 @@ impl Runs {
         let error = str_of(patch, "error");
         if let Some(agent) = self.agent(&task) {
             if let Some(status) = status {
-                agent.status = status;
+                agent.run.status = status;
             }
             if error.is_some() {
                 agent.error = error;
@@ -315,27 +317,21 @@ impl Runs {
         };
         let status = str_of(frame, "status").unwrap_or_else(|| "completed".into());
         let summary = str_of(frame, "summary");
-        let usage = &frame["usage"];
-        let tokens = usage.get("total_tokens").and_then(Value::as_u64);
-        let tools = usage.get("tool_uses").and_then(Value::as_u64);
-        let duration = usage.get("duration_ms").and_then(Value::as_u64);
+        let usage = Usage::of(frame);
         if let Some(agent) = self.agent(&task) {
-            agent.tokens = tokens.unwrap_or(agent.tokens);
-            agent.tool_calls = tools.unwrap_or(agent.tool_calls);
-            agent.duration_ms = duration.or(agent.duration_ms);
+            let run = &mut agent.run;
+            usage.apply(&mut run.tokens, &mut run.tool_calls, &mut run.duration_ms);
             if status == "failed" {
                 agent.error = summary;
             } else {
                 agent.result = summary;
             }
-            agent.status = status;
+            agent.run.status = status;
             return true;
         }
-        if let Some(workflow) = self.workflow(&task) {
-            workflow.tokens = tokens.unwrap_or(workflow.tokens);
-            workflow.tool_calls = tools.unwrap_or(workflow.tool_calls);
-            workflow.duration_ms = duration.or(workflow.duration_ms);
-            workflow.status = status;
+        if let Some(w) = self.workflow(&task) {
+            usage.apply(&mut w.tokens, &mut w.tool_calls, &mut w.duration_ms);
+            w.status = status;
             return true;
         }
         false
@@ -385,16 +381,16 @@ impl Runs {
             .unwrap_or_default();
         let mut changed = false;
         for (id, path) in files {
-            if self.agents.iter().any(|a| a.id == id) {
+            if self.agents.iter().any(|a| a.run.id == id) {
                 continue;
             }
             let mut agent = saved_agent(&id, &path);
             if let Some((tool_use_id, input, result)) = tasks.get(&id) {
-                agent.tool_use_id = Some(tool_use_id.clone());
+                agent.run.tool_use_id = Some(tool_use_id.clone());
                 if let Some(label) = str_of(input, "description") {
-                    agent.label = label;
+                    agent.run.label = label;
                 }
-                agent.kind = str_of(input, "subagent_type").or(agent.kind);
+                agent.run.kind = str_of(input, "subagent_type").or(agent.run.kind);
                 apply_task_result(&mut agent, false, "", result);
             }
             self.agents.push(agent);
@@ -414,10 +410,10 @@ impl Runs {
                     .filter(|a| a.workflow.as_deref() == Some(w.id.as_str()))
                     .map(|a| {
                         json!({
-                            "id": a.id, "label": a.label, "phase": null, "model": a.model,
-                            "state": a.status, "started_at": a.started_at,
-                            "duration_ms": a.duration_ms, "tokens": a.tokens,
-                            "tool_calls": a.tool_calls, "prompt": a.prompt,
+                            "id": a.run.id, "label": a.run.label, "phase": null, "model": a.run.model,
+                            "state": a.run.status, "started_at": a.run.started_at,
+                            "duration_ms": a.run.duration_ms, "tokens": a.run.tokens,
+                            "tool_calls": a.run.tool_calls, "prompt": a.prompt,
                             "result": a.result, "error": a.error,
                         })
                     })
@@ -431,73 +427,55 @@ impl Runs {
                 })
             })
             .collect();
-        let agents: Vec<Value> = self
-            .agents
-            .iter()
-            .filter(|a| a.workflow.is_none())
-            .map(|a| {
-                json!({
-                    "id": a.id, "label": a.label, "type": a.kind,
-                    "tool_use_id": a.tool_use_id, "status": a.status, "model": a.model,
-                    "started_at": a.started_at, "duration_ms": a.duration_ms,
-                    "tokens": a.tokens, "tool_calls": a.tool_calls,
-                })
-            })
-            .collect();
-        event(
-            "agent_runs",
-            json!({ "workflows": workflows, "agents": agents }),
-        )
+        let agents = self.agents.iter().filter(|a| a.workflow.is_none());
+        agent_runs(workflows, agents.map(|a| &a.run))
     }
 }
 
-/// One `subagent_lifecycle` event: `path` is the agent id, `message` the prompt when it starts
-/// and the result or error when it ends.
+/// One `subagent_lifecycle` event: `message` is the prompt when it starts and the result or
+/// error when it ends; Claude Code's also name the model and the Task call.
 fn lifecycle_event(agent: &Agent, status: &str) -> Event {
     let message = match status {
         "started" => agent.prompt.as_deref().map(|p| truncate(p, 400)),
         "failed" => agent.error.clone(),
         _ => agent.result.clone(),
     };
-    event(
-        "subagent_lifecycle",
-        json!({
-            "path": agent.id, "status": status, "label": agent.label, "message": message,
-            "model": agent.model, "tool_use_id": agent.tool_use_id,
-        }),
-    )
+    let mut fields = agent.run.lifecycle_fields(status, message);
+    fields["model"] = json!(agent.run.model);
+    fields["tool_use_id"] = json!(agent.run.tool_use_id);
+    event("subagent_lifecycle", fields)
 }
 
 /// What a Task call's result (`tool_use_result` live, `toolUseResult` saved) says of its run.
 fn apply_task_result(agent: &mut Agent, is_error: bool, output: &str, result: &Value) {
     if let Some(id) = str_of(result, "agentId") {
-        agent.id = id;
+        agent.run.id = id;
         agent.id_known = true;
     }
     if let Some(model) = str_of(result, "resolvedModel") {
-        agent.model = Some(model);
+        agent.run.model = Some(model);
     }
     if let Some(n) = result.get("totalTokens").and_then(Value::as_u64) {
-        agent.tokens = n;
+        agent.run.tokens = n;
     }
     if let Some(n) = result.get("totalToolUseCount").and_then(Value::as_u64) {
-        agent.tool_calls = n;
+        agent.run.tool_calls = n;
     }
     if let Some(n) = result.get("totalDurationMs").and_then(Value::as_u64) {
-        agent.duration_ms = Some(n);
+        agent.run.duration_ms = Some(n);
     }
     let launched = str_of(result, "status").as_deref() == Some("async_launched");
     if is_error {
-        agent.status = "failed".into();
+        agent.run.status = "failed".into();
         agent.error = Some(truncate(output, 2000));
     } else if !launched {
-        agent.status = "completed".into();
+        agent.run.status = "completed".into();
         if !output.is_empty() {
             agent.result = Some(truncate(output, 2000));
         }
     }
-    if agent.duration_ms.is_none() && !launched {
-        agent.duration_ms = agent.started_at.map(|s| now_ms().saturating_sub(s));
+    if agent.run.duration_ms.is_none() && !launched {
+        agent.run.duration_ms = agent.run.elapsed();
     }
 }
 
@@ -543,8 +521,11 @@ fn saved_tasks(path: &Path) -> HashMap<String, (String, Value, Value)> {
 /// A saved subagent as its own file tells it.
 fn saved_agent(id: &str, path: &Path) -> Agent {
     let mut agent = Agent {
-        id: id.to_string(),
-        status: "completed".into(),
+        run: AgentRun {
+            id: id.to_string(),
+            status: "completed".into(),
+            ..AgentRun::default()
+        },
         ..Agent::default()
     };
     let mut first: Option<u64> = None;
@@ -573,7 +554,7 @@ fn saved_agent(id: &str, path: &Path) -> Agent {
             }
             Some("assistant") => {
                 if let Some(model) = str_of(message, "model") {
-                    agent.model = Some(model);
+                    agent.run.model = Some(model);
                 }
                 let usage = &message["usage"];
                 let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -582,9 +563,9 @@ fn saved_agent(id: &str, path: &Path) -> Agent {
                     + n("cache_read_input_tokens")
                     + n("output_tokens");
                 if total > 0 {
-                    agent.tokens = total;
+                    agent.run.tokens = total;
                 }
-                agent.tool_calls += message
+                agent.run.tool_calls += message
                     .get("content")
                     .and_then(Value::as_array)
                     .map(|b| {
@@ -603,8 +584,8 @@ fn saved_agent(id: &str, path: &Path) -> Agent {
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
-    agent.kind = str_of(&meta, "agentType");
-    agent.label = str_of(&meta, "description")
+    agent.run.kind = str_of(&meta, "agentType");
+    agent.run.label = str_of(&meta, "description")
         .or_else(|| {
             agent
                 .prompt
@@ -612,8 +593,8 @@ fn saved_agent(id: &str, path: &Path) -> Agent {
                 .map(|p| truncate(p.lines().next().unwrap_or(""), 80))
         })
         .unwrap_or_else(|| id.to_string());
-    agent.started_at = first;
-    agent.duration_ms = match (first, last) {
+    agent.run.started_at = first;
+    agent.run.duration_ms = match (first, last) {
         (Some(a), Some(b)) => Some(b.saturating_sub(a)),
         _ => None,
     };
@@ -769,8 +750,7 @@ pub(crate) fn subagent_items(path: &Path) -> Vec<Value> {
             _ => {}
         }
     }
-    let skip = items.len().saturating_sub(TRANSCRIPT_ITEMS);
-    items.split_off(skip)
+    newest(items)
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::child::{ChildProc, Input, Spawn, inside};
-use crate::codex_agents::Agents;
+use crate::codex_agents::{Agents, strings_in};
 use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
@@ -1114,31 +1114,17 @@ impl Codex {
         match method {
             "mcpServer/oauthLogin/completed" => {
                 let name = params.get("name").map(text_of).unwrap_or_default();
-                let said = match params.get("success").and_then(Value::as_bool) {
-                    Some(true) => info(format!("MCP server {name}: signed in")),
-                    _ => {
-                        let why = params
-                            .get("error")
-                            .filter(|e| !e.is_null())
-                            .map(text_of)
-                            .unwrap_or_else(|| "not signed in".into());
-                        error(format!("MCP server {name}: sign-in failed: {why}"))
-                    }
+                let said = match sign_in_failure(params) {
+                    None => info(format!("MCP server {name}: signed in")),
+                    Some(why) => error(format!("MCP server {name}: sign-in failed: {why}")),
                 };
                 return self.emit(said).await && self.mcp_list().await;
             }
             "mcpServer/startupStatus/updated" => return self.mcp_status(params).await,
             "account/login/completed" => {
-                let said = match params.get("success").and_then(Value::as_bool) {
-                    Some(true) => info("Codex is signed in to ChatGPT"),
-                    _ => {
-                        let why = params
-                            .get("error")
-                            .filter(|e| !e.is_null())
-                            .map(text_of)
-                            .unwrap_or_else(|| "not signed in".into());
-                        error(format!("Codex sign-in failed: {why}"))
-                    }
+                let said = match sign_in_failure(params) {
+                    None => info("Codex is signed in to ChatGPT"),
+                    Some(why) => error(format!("Codex sign-in failed: {why}")),
                 };
                 return self.emit(said).await;
             }
@@ -1331,13 +1317,7 @@ impl Codex {
                 }
             }
             "fileChange" => {
-                let files: Vec<String> = item
-                    .get("changes")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|c| c.get("path").and_then(Value::as_str).map(str::to_string))
-                    .collect();
+                let files = strings_in(item.get("changes"), "path");
                 let verb = if status == "completed" {
                     "changed"
                 } else {
@@ -1574,14 +1554,18 @@ fn hunk_choice(op: &Object) -> Result<Option<Vec<String>>, String> {
     }
 }
 
+/// Why a `*/login/completed` notification says the sign-in failed; `None` when it succeeded.
+fn sign_in_failure(params: &Value) -> Option<String> {
+    if params.get("success").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    let why = params.get("error").filter(|e| !e.is_null()).map(text_of);
+    Some(why.unwrap_or_else(|| "not signed in".into()))
+}
+
 /// "edit a.rs, b.rs" for a file change card Codex gave no reason for.
 fn file_summary(changes: &Value) -> String {
-    let files: Vec<&str> = changes
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c.get("path").and_then(Value::as_str))
-        .collect();
+    let files = strings_in(Some(changes), "path");
     if files.is_empty() {
         "apply a file change".into()
     } else {

@@ -7,35 +7,15 @@
 //! event; none of it reaches the conversation. `thread/read` gives a child's own conversation
 //! for `subagent_transcript`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use jucode_protocol::serve::Event;
 use serde_json::{Value, json};
 
-use crate::{event, text_of, truncate};
-
-/// How many items of a subagent's conversation `subagent_transcript` returns (the newest).
-const TRANSCRIPT_ITEMS: usize = 600;
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
+use crate::runs::{AgentRun, agent_runs, newest};
+use crate::{text_of, truncate};
 
 #[derive(Debug, Clone)]
 struct Agent {
-    id: String,
-    label: String,
-    kind: Option<String>,
-    tool_use_id: Option<String>,
-    status: String,
-    model: Option<String>,
-    started_at: u64,
-    duration_ms: Option<u64>,
-    tokens: u64,
-    tool_calls: u64,
+    run: AgentRun,
     /// Whether Codex told its nickname or role (else it is looked up in its rollout).
     named: bool,
 }
@@ -51,11 +31,11 @@ pub(crate) type Lifecycle = Option<Event>;
 
 impl Agents {
     pub(crate) fn knows(&self, thread: &str) -> bool {
-        self.agents.iter().any(|a| a.id == thread)
+        self.agents.iter().any(|a| a.run.id == thread)
     }
 
     fn get(&mut self, thread: &str) -> Option<&mut Agent> {
-        self.agents.iter_mut().find(|a| a.id == thread)
+        self.agents.iter_mut().find(|a| a.run.id == thread)
     }
 
     /// `thread/started` for a thread that is not the session's own.
@@ -77,32 +57,19 @@ impl Agents {
         let named = ["agentNickname", "agentRole"]
             .iter()
             .any(|k| thread.get(*k).is_some_and(Value::is_string));
-        match self.get(&id) {
-            Some(agent) => {
-                agent.named |= named;
-                agent.label = label.clone();
-                agent.kind = kind.or(agent.kind.take());
-                agent.model = model.or(agent.model.take());
-            }
-            None => self.agents.push(Agent {
-                id: id.clone(),
-                label: label.clone(),
-                kind,
-                tool_use_id: None,
-                status: "running".into(),
-                model,
-                started_at: now_ms(),
-                duration_ms: None,
-                tokens: 0,
-                tool_calls: 0,
-                named,
-            }),
+        if let Some(agent) = self.get(&id) {
+            agent.named |= named;
+            agent.run.label = label;
+            agent.run.kind = kind.or(agent.run.kind.take());
+            agent.run.model = model.or(agent.run.model.take());
+        } else {
+            let mut run = AgentRun::running(&id, &label);
+            run.kind = kind;
+            run.model = model;
+            self.agents.push(Agent { run, named });
         }
-        Some(event(
-            "subagent_lifecycle",
-            json!({"path": id, "status": "started", "label": label,
-                   "message": thread.get("preview").map(text_of).filter(|p| !p.is_empty())}),
-        ))
+        let preview = thread.get("preview").map(text_of).filter(|p| !p.is_empty());
+        Some(self.get(&id)?.run.lifecycle("started", preview))
     }
 
     /// A `collabAgentToolCall` item of the session's own thread: which call spawned which
@@ -122,23 +89,14 @@ impl Agents {
             if !self.knows(thread) && spawn {
                 new.push(thread.to_string());
                 self.agents.push(Agent {
-                    id: thread.to_string(),
-                    label: "subagent".into(),
-                    kind: None,
-                    tool_use_id: None,
-                    status: "running".into(),
-                    model: None,
-                    started_at: now_ms(),
-                    duration_ms: None,
-                    tokens: 0,
-                    tool_calls: 0,
+                    run: AgentRun::running(thread, "subagent"),
                     named: false,
                 });
             }
             if spawn && let Some(agent) = self.get(thread) {
-                agent.tool_use_id = Some(call.to_string());
+                agent.run.tool_use_id = Some(call.to_string());
                 if let Some(model) = item.get("model").and_then(Value::as_str) {
-                    agent.model = Some(model.to_string());
+                    agent.run.model = Some(model.to_string());
                 }
                 changed = true;
             }
@@ -155,10 +113,10 @@ impl Agents {
                         "interrupted" => "interrupted",
                         _ => "failed",
                     };
-                    if agent.status != next {
-                        agent.status = next.to_string();
+                    if agent.run.status != next {
+                        agent.run.status = next.to_string();
                         if next != "running" {
-                            agent.duration_ms = Some(now_ms().saturating_sub(agent.started_at));
+                            agent.run.duration_ms = agent.run.elapsed();
                         }
                         changed = true;
                     }
@@ -178,16 +136,13 @@ impl Agents {
     ) -> Lifecycle {
         self.name(thread, names);
         let agent = self.get(thread)?;
-        Some(event(
-            "subagent_lifecycle",
-            json!({"path": thread, "status": "started", "label": agent.label,
-                   "message": prompt.filter(|p| !p.is_empty()).map(|p| truncate(&p, 400))}),
-        ))
+        let prompt = prompt.filter(|p| !p.is_empty()).map(|p| truncate(&p, 400));
+        Some(agent.run.lifecycle("started", prompt))
     }
 
     /// Whether `thread` is a subagent whose nickname and role are still unknown.
     pub(crate) fn unnamed(&self, thread: &str) -> bool {
-        self.agents.iter().any(|a| a.id == thread && !a.named)
+        self.agents.iter().any(|a| a.run.id == thread && !a.named)
     }
 
     /// Gives a subagent the nickname / role Codex saved; whether it was renamed.
@@ -200,9 +155,9 @@ impl Agents {
             return false;
         };
         agent.named = true;
-        let changed = agent.label != label || (role.is_some() && agent.kind != role);
-        agent.label = label;
-        agent.kind = role.or(agent.kind.take());
+        let changed = agent.run.label != label || (role.is_some() && agent.run.kind != role);
+        agent.run.label = label;
+        agent.run.kind = role.or(agent.run.kind.take());
         changed
     }
 
@@ -216,9 +171,9 @@ impl Agents {
         };
         match method {
             "turn/started" => {
-                let changed = agent.status != "running";
-                agent.status = "running".into();
-                agent.duration_ms = None;
+                let changed = agent.run.status != "running";
+                agent.run.status = "running".into();
+                agent.run.duration_ms = None;
                 (changed, None)
             }
             "item/completed" => {
@@ -227,7 +182,7 @@ impl Agents {
                     Some("commandExecution" | "fileChange" | "mcpToolCall" | "webSearch")
                 );
                 if tool {
-                    agent.tool_calls += 1;
+                    agent.run.tool_calls += 1;
                 }
                 (tool, None)
             }
@@ -235,9 +190,9 @@ impl Agents {
                 let total = params
                     .pointer("/tokenUsage/total/totalTokens")
                     .and_then(Value::as_u64)
-                    .unwrap_or(agent.tokens);
-                let changed = total != agent.tokens;
-                agent.tokens = total;
+                    .unwrap_or(agent.run.tokens);
+                let changed = total != agent.run.tokens;
+                agent.run.tokens = total;
                 (changed, None)
             }
             "turn/completed" => {
@@ -246,17 +201,13 @@ impl Agents {
                     Some("failed") => "failed",
                     _ => "completed",
                 };
-                agent.status = status.to_string();
-                agent.duration_ms = Some(now_ms().saturating_sub(agent.started_at));
+                agent.run.status = status.to_string();
+                agent.run.duration_ms = agent.run.elapsed();
                 let message = params
                     .pointer("/turn/error/message")
                     .map(text_of)
                     .filter(|m| !m.is_empty());
-                let lifecycle = event(
-                    "subagent_lifecycle",
-                    json!({"path": thread, "status": status, "label": agent.label, "message": message}),
-                );
-                (true, Some(lifecycle))
+                (true, Some(agent.run.lifecycle(status, message)))
             }
             _ => (false, None),
         }
@@ -271,16 +222,7 @@ impl Agents {
                 continue;
             }
             self.agents.push(Agent {
-                id: saved.id,
-                label: saved.label,
-                kind: saved.kind,
-                tool_use_id: saved.tool_use_id,
-                status: saved.status,
-                model: saved.model,
-                started_at: saved.started_at,
-                duration_ms: saved.duration_ms,
-                tokens: saved.tokens,
-                tool_calls: saved.tool_calls,
+                run: saved,
                 named: true,
             });
             changed = true;
@@ -290,20 +232,17 @@ impl Agents {
 
     /// The serve-v2 `agent_runs` event: Codex has no workflows, only agents.
     pub(crate) fn event(&self) -> Event {
-        let agents: Vec<Value> = self
-            .agents
-            .iter()
-            .map(|a| {
-                json!({
-                    "id": a.id, "label": a.label, "type": a.kind,
-                    "tool_use_id": a.tool_use_id, "status": a.status, "model": a.model,
-                    "started_at": a.started_at, "duration_ms": a.duration_ms,
-                    "tokens": a.tokens, "tool_calls": a.tool_calls,
-                })
-            })
-            .collect();
-        event("agent_runs", json!({"workflows": [], "agents": agents}))
+        agent_runs(Vec::new(), self.agents.iter().map(|a| &a.run))
     }
+}
+
+/// The `field` strings of the objects in the array `list` (a message's texts, a change's paths).
+pub(crate) fn strings_in<'a>(list: Option<&'a Value>, field: &str) -> Vec<&'a str> {
+    list.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get(field).and_then(Value::as_str))
+        .collect()
 }
 
 /// A child thread's conversation (`thread/read` with its turns) as `subagent_transcript` items.
@@ -324,13 +263,7 @@ pub(crate) fn transcript_items(thread: &Value) -> Vec<Value> {
         };
         let entry = match item.get("type").and_then(Value::as_str).unwrap_or("") {
             "userMessage" => {
-                let text: Vec<String> = item
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|c| c.get("text").and_then(Value::as_str).map(str::to_string))
-                    .collect();
+                let text = strings_in(item.get("content"), "text");
                 json!({"role": "user", "content": text.join("\n")})
             }
             "agentMessage" => {
@@ -354,13 +287,7 @@ pub(crate) fn transcript_items(thread: &Value) -> Vec<Value> {
                 )
             }
             "fileChange" => {
-                let files: Vec<String> = item
-                    .get("changes")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|c| c.get("path").and_then(Value::as_str).map(str::to_string))
-                    .collect();
+                let files = strings_in(item.get("changes"), "path");
                 tool(
                     "str_replace".into(),
                     files.join(", "),
@@ -385,8 +312,7 @@ pub(crate) fn transcript_items(thread: &Value) -> Vec<Value> {
         };
         items.push(entry);
     }
-    let skip = items.len().saturating_sub(TRANSCRIPT_ITEMS);
-    items.split_off(skip)
+    newest(items)
 }
 
 #[cfg(test)]

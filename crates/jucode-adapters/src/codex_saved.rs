@@ -16,21 +16,7 @@ use std::time::UNIX_EPOCH;
 use serde_json::Value;
 
 use crate::history::{lines, rollouts};
-
-/// A subagent as its rollout tells it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SavedAgent {
-    pub id: String,
-    pub label: String,
-    pub kind: Option<String>,
-    pub tool_use_id: Option<String>,
-    pub status: String,
-    pub model: Option<String>,
-    pub started_at: u64,
-    pub duration_ms: Option<u64>,
-    pub tokens: u64,
-    pub tool_calls: u64,
-}
+use crate::runs::AgentRun;
 
 /// The creation time (ms) a UUIDv7 thread id carries in its first 48 bits.
 fn uuid7_ms(id: &str) -> Option<u64> {
@@ -70,7 +56,7 @@ fn parent_of(meta: &Value) -> Option<&str> {
 }
 
 /// Every saved descendant of `parent` (children, their children, …), oldest first.
-pub(crate) fn saved_children(codex_home: &Path, parent: &str) -> Vec<SavedAgent> {
+pub(crate) fn saved_children(codex_home: &Path, parent: &str) -> Vec<AgentRun> {
     // UUIDv7 ids sort by creation time: a thread made before the session's cannot be a child.
     let floor = uuid7_ms(parent).map(|_| parent.to_ascii_lowercase());
     let mut metas: Vec<(String, String, Value, PathBuf)> = Vec::new();
@@ -118,7 +104,7 @@ pub(crate) fn saved_children(codex_home: &Path, parent: &str) -> Vec<SavedAgent>
     {
         spawn_calls(&path, &mut spawns);
     }
-    let mut agents: Vec<SavedAgent> = found
+    let mut agents: Vec<AgentRun> = found
         .iter()
         .map(|(meta, path)| {
             let mut agent = read_child(meta, path);
@@ -184,7 +170,7 @@ fn spawn_calls(path: &Path, out: &mut HashMap<String, String>) {
 }
 
 /// One child's run as its rollout tells it.
-fn read_child(meta: &Value, path: &Path) -> SavedAgent {
+fn read_child(meta: &Value, path: &Path) -> AgentRun {
     let id = str_at(meta, "/id").unwrap_or("").to_string();
     let (nickname, role) = names_of(meta);
     let mut model = None;
@@ -227,7 +213,7 @@ fn read_child(meta: &Value, path: &Path) -> SavedAgent {
     }
     let modified = mtime_ms(path);
     let started_at = uuid7_ms(&id).or(modified).unwrap_or(0);
-    SavedAgent {
+    AgentRun {
         label: nickname
             .clone()
             .or(role.clone())
@@ -237,7 +223,7 @@ fn read_child(meta: &Value, path: &Path) -> SavedAgent {
         tool_use_id: None,
         status: status.to_string(),
         model,
-        started_at,
+        started_at: Some(started_at),
         // The file's last write is when the run last did anything.
         duration_ms: modified.map(|m| m.saturating_sub(started_at)),
         tokens,
@@ -331,7 +317,7 @@ mod tests {
         );
         assert_eq!((a.tokens, a.tool_calls), (42, 1));
         assert_eq!(a.tool_use_id.as_deref(), Some("call_7"));
-        assert_eq!(a.started_at, 0x019a_d0c2_2000);
+        assert_eq!(a.started_at, Some(0x019a_d0c2_2000));
         assert_eq!(agents[1].status, "interrupted");
         assert_eq!(agents[1].label, "Bo");
         assert!(saved_children(home, STRANGER).is_empty());

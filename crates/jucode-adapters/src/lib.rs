@@ -8,7 +8,8 @@
 //! [`codex::CodexEngine`] (`codex app-server` JSON-RPC) and [`acp::AcpEngine`] (Agent Client
 //! Protocol). Shared parts: [`options`] (the client's `options`), [`discover`] (finding the CLI),
 //! [`history`] (conversations the engines saved on disk), and the private `child` (process
-//! plumbing) and `turns` (the message queue and approvals every adapter keeps).
+//! plumbing), `turns` (the message queue and approvals every adapter keeps) and `runs` (the
+//! subagent entries and lifecycle events Claude Code and Codex traces share).
 
 pub mod acp;
 mod acp_terminal;
@@ -25,6 +26,7 @@ mod codex_saved;
 pub mod discover;
 pub mod history;
 pub mod options;
+mod runs;
 mod turns;
 
 use std::path::PathBuf;

@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::acp::AcpEngine;
 use serde_json::{Value, json};
 
@@ -12,38 +11,14 @@ const SESSION: &str = "7c1d2e3f-4051-4263-9a74-8b9cad0e1f21";
 const CALL_1: &str = "toolu_005290bf93d0d67b";
 const CALL_2: &str = "toolu_0057c833ff0bbb7f";
 
-fn setup() -> (tempfile::TempDir, std::path::PathBuf, AcpEngine) {
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path().join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    let engine = AcpEngine::new(AdapterConfig {
-        jucode_home: dir.path().join("jucode"),
-        user_home: dir.path().join("home"),
-    });
-    (dir, cwd, engine)
+fn setup() -> (Sandbox, AcpEngine) {
+    let sandbox = Sandbox::new();
+    let engine = AcpEngine::new(sandbox.config());
+    (sandbox, engine)
 }
 
 fn options() -> Value {
-    json!({"command": env!("CARGO_BIN_EXE_fake-acp"),
-           "env": {"FAKE_ENGINE_SCRIPT": fixture("claude-agent-acp-0.101.0-prompt-permission.jsonl").display().to_string()}})
-}
-
-fn user(text: &str) -> Value {
-    json!({"type":"user_message","content":text})
-}
-
-fn reply(parts: &[&str]) -> Vec<Value> {
-    let mut out = vec![json!({"type":"assistant_start"})];
-    out.extend(
-        parts
-            .iter()
-            .map(|p| json!({"type":"assistant_delta","delta":p})),
-    );
-    out
-}
-
-fn usage(input: u64, output: u64) -> Value {
-    json!({"type":"usage","input_tokens":input,"cached_input_tokens":0,"output_tokens":output,"reasoning_tokens":0})
+    fake_acp("claude-agent-acp-0.101.0-prompt-permission.jsonl")
 }
 
 async fn first_turn(h: &mut jucode_engine::EngineHandle) {
@@ -70,8 +45,8 @@ fn card() -> Value {
 
 #[tokio::test]
 async fn a_prompt_with_a_permission_allowed() {
-    let (_dir, cwd, engine) = setup();
-    let mut h = start(&engine, SESSION, &cwd, options(), false);
+    let (env, engine) = setup();
+    let mut h = start(&engine, SESSION, &env.cwd, options(), false);
     first_turn(&mut h).await;
     send(
         &h,
@@ -109,8 +84,8 @@ async fn a_prompt_with_a_permission_allowed() {
 
 #[tokio::test]
 async fn a_cancel_while_a_permission_waits() {
-    let (_dir, cwd, engine) = setup();
-    let mut h = start(&engine, SESSION, &cwd, options(), false);
+    let (env, engine) = setup();
+    let mut h = start(&engine, SESSION, &env.cwd, options(), false);
     first_turn(&mut h).await;
     send(
         &h,
@@ -138,20 +113,20 @@ async fn a_cancel_while_a_permission_waits() {
 #[tokio::test]
 async fn a_reopened_session_starts_a_new_conversation() {
     // ACP keeps nothing to resume: a reopen runs session/new again (the recording starts so).
-    let (_dir, cwd, engine) = setup();
-    let mut h = start(&engine, SESSION, &cwd, options(), true);
+    let (env, engine) = setup();
+    let mut h = start(&engine, SESSION, &env.cwd, options(), true);
     first_turn(&mut h).await;
     assert_eq!(close(h).await, None);
 }
 
 #[tokio::test]
 async fn an_acp_session_needs_a_command() {
-    let (_dir, cwd, engine) = setup();
+    let (env, engine) = setup();
     let err = jucode_engine::EngineFactory::start(
         &engine,
         jucode_engine::StartSpec {
             session: SESSION.into(),
-            cwd,
+            cwd: env.cwd.clone(),
             extra_dirs: vec![],
             options: obj(json!({})),
             resume: false,

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::acp::AcpEngine;
 use serde_json::json;
 
@@ -40,15 +39,10 @@ fn gone(pid_file: &Path) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminals_run_inside_the_session_and_die_with_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path().join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    let engine = AcpEngine::new(AdapterConfig {
-        jucode_home: dir.path().join("jucode"),
-        user_home: dir.path().join("home"),
-    });
-    let options = json!({"command": env!("CARGO_BIN_EXE_fake-acp"),
-        "env": {"FAKE_ENGINE_SCRIPT": fixture("acp-terminals.jsonl").display().to_string()}});
+    let env = Sandbox::new();
+    let cwd = env.cwd.clone();
+    let engine = AcpEngine::new(env.config());
+    let options = fake_acp("acp-terminals.jsonl");
     let mut h = start(&engine, SESSION, &cwd, options, false);
     until(&mut h, "approval_mode").await;
 

@@ -6,49 +6,17 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
-use jucode_adapters::claude::{ClaudeEngine, munge_cwd};
+use jucode_adapters::claude::munge_cwd;
 use serde_json::{Value, json};
 
 const SESSION: &str = "0e6f4b1a-2c3d-4e5f-8a9b-0c1d2e3f4a5b";
 
-struct Env {
-    _dir: tempfile::TempDir,
-    cwd: std::path::PathBuf,
-    config_dir: std::path::PathBuf,
-    engine: ClaudeEngine,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path().join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    let config_dir = dir.path().join("claude-config");
-    let engine = ClaudeEngine::new(AdapterConfig {
-        jucode_home: dir.path().join("jucode"),
-        user_home: dir.path().join("home"),
-    });
-    Env {
-        _dir: dir,
-        cwd,
-        config_dir,
-        engine,
-    }
-}
-
-fn options(env: &Env, script: &str, resume_script: Option<&str>) -> Value {
-    let mut vars = json!({
-        "FAKE_ENGINE_SCRIPT": fixture(script).display().to_string(),
-        "CLAUDE_CONFIG_DIR": env.config_dir.display().to_string(),
-    });
+fn options(env: &ClaudeSandbox, script: &str, resume_script: Option<&str>) -> Value {
+    let mut options = env.fake_claude(script);
     if let Some(r) = resume_script {
-        vars["FAKE_ENGINE_SCRIPT_RESUME"] = json!(fixture(r).display().to_string());
+        options["env"]["FAKE_ENGINE_SCRIPT_RESUME"] = json!(fixture(r).display().to_string());
     }
-    json!({"bin": env!("CARGO_BIN_EXE_fake-claude"), "env": vars})
-}
-
-fn user(text: &str) -> Value {
-    json!({"type":"user_message","content":text})
+    options
 }
 
 fn connecting() -> Value {
@@ -56,17 +24,9 @@ fn connecting() -> Value {
 }
 
 fn text_reply(parts: &[&str]) -> Vec<Value> {
-    let mut out = vec![connecting(), json!({"type":"assistant_start"})];
-    out.extend(
-        parts
-            .iter()
-            .map(|p| json!({"type":"assistant_delta","delta":p})),
-    );
+    let mut out = vec![connecting()];
+    out.extend(reply(parts));
     out
-}
-
-fn usage(input: u64, output: u64) -> Value {
-    json!({"type":"usage","input_tokens":input,"cached_input_tokens":0,"output_tokens":output,"reasoning_tokens":0})
 }
 
 const CALL_1: &str = "toolu_0043191212156135";
@@ -96,7 +56,7 @@ async fn first_turn(h: &mut jucode_engine::EngineHandle) {
 
 #[tokio::test]
 async fn a_turn_with_a_tool_call_approved() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = start(
         &env.engine,
         SESSION,
@@ -165,7 +125,7 @@ async fn a_turn_with_a_tool_call_approved() {
 
 #[tokio::test]
 async fn a_denied_tool_call() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = start(
         &env.engine,
         SESSION,
@@ -197,7 +157,7 @@ async fn a_denied_tool_call() {
 
 #[tokio::test]
 async fn an_interrupt_while_a_prompt_waits() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = start(
         &env.engine,
         SESSION,
@@ -246,7 +206,7 @@ async fn an_interrupt_while_a_prompt_waits() {
     assert_eq!(close(h).await, None);
 }
 
-fn save_transcript(env: &Env, session: &str) {
+fn save_transcript(env: &ClaudeSandbox, session: &str) {
     let dir = env.config_dir.join("projects").join(munge_cwd(&env.cwd));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(
@@ -258,7 +218,7 @@ fn save_transcript(env: &Env, session: &str) {
 
 #[tokio::test]
 async fn a_resume_in_a_new_process_starts_from_the_saved_conversation() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     save_transcript(&env, SESSION);
     let mut h = start(
         &env.engine,
@@ -290,7 +250,7 @@ async fn a_resume_in_a_new_process_starts_from_the_saved_conversation() {
 
 #[tokio::test]
 async fn full_access_restarts_on_the_same_conversation_after_the_turn() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = start(
         &env.engine,
         SESSION,
@@ -337,7 +297,7 @@ async fn full_access_restarts_on_the_same_conversation_after_the_turn() {
 
 #[tokio::test]
 async fn a_crashing_engine_is_reported() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let options = json!({"bin": env!("CARGO_BIN_EXE_fake-claude"),
                          "env": {"FAKE_ENGINE_SCRIPT": "/nonexistent/recording.jsonl"}});
     let mut h = start(&env.engine, SESSION, &env.cwd, options, false);
@@ -348,7 +308,7 @@ async fn a_crashing_engine_is_reported() {
 
 #[tokio::test]
 async fn a_missing_binary_names_where_it_looked() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let options = json!({"env": {"PATH": "/nonexistent", "CLAUDE_BIN": ""}});
     let err = jucode_engine::EngineFactory::start(
         &env.engine,
@@ -368,7 +328,7 @@ async fn a_missing_binary_names_where_it_looked() {
 
 #[tokio::test]
 async fn ops_other_engines_lack_are_refused() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = start(
         &env.engine,
         SESSION,

@@ -7,51 +7,16 @@
 mod common;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
-use jucode_adapters::claude::ClaudeEngine;
 use jucode_engine::EngineHandle;
 use serde_json::{Value, json};
 
 const SESSION: &str = "5b0c7a2e-1f3d-4c8a-9e6b-2d4f6a8c0e1b";
 
-struct Env {
-    dir: tempfile::TempDir,
-    cwd: std::path::PathBuf,
-    engine: ClaudeEngine,
+fn options(env: &ClaudeSandbox, script: &str, extra: Value) -> Value {
+    merged(env.fake_claude(script), extra)
 }
 
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path().join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    let engine = ClaudeEngine::new(AdapterConfig {
-        jucode_home: dir.path().join("jucode"),
-        user_home: dir.path().join("home"),
-    });
-    Env { dir, cwd, engine }
-}
-
-fn config_dir(env: &Env) -> std::path::PathBuf {
-    env.dir.path().join("claude-config")
-}
-
-fn options(env: &Env, script: &str, extra: Value) -> Value {
-    let mut options = json!({
-        "bin": env!("CARGO_BIN_EXE_fake-claude"),
-        "env": {
-            "FAKE_ENGINE_SCRIPT": fixture(script).display().to_string(),
-            "CLAUDE_CONFIG_DIR": config_dir(env).display().to_string(),
-        },
-    });
-    if let Value::Object(extra) = extra {
-        for (k, v) in extra {
-            options[k] = v;
-        }
-    }
-    options
-}
-
-async fn started(env: &Env, script: &str, extra: Value) -> EngineHandle {
+async fn started(env: &ClaudeSandbox, script: &str, extra: Value) -> EngineHandle {
     let mut h = start(
         &env.engine,
         SESSION,
@@ -65,7 +30,7 @@ async fn started(env: &Env, script: &str, extra: Value) -> EngineHandle {
 
 #[tokio::test]
 async fn task_output_permission_rules_and_context_usage() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = started(&env, "claude-extras-controls.jsonl", json!({})).await;
 
     send(&h, json!({"op":"task_output","task_id":"b7x2k9"}));
@@ -141,7 +106,7 @@ fn model_status(events: &[Value]) -> Value {
 
 #[tokio::test]
 async fn effort_fast_and_thinking_commands() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = started(&env, "claude-extras-settings.jsonl", json!({})).await;
 
     send(&h, json!({"op":"command","input":"/effort"}));
@@ -204,7 +169,7 @@ async fn effort_fast_and_thinking_commands() {
 
 #[tokio::test]
 async fn start_options_are_applied_and_kept_across_a_restart() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let extra = json!({"ultracode": true, "fast": true, "thinking": false});
     let mut h = start(
         &env.engine,
@@ -261,8 +226,8 @@ async fn start_options_are_applied_and_kept_across_a_restart() {
 }
 
 /// Where Claude Code keeps the session's files in the test's config dir.
-fn project_dir(env: &Env) -> std::path::PathBuf {
-    config_dir(env)
+fn project_dir(env: &ClaudeSandbox) -> std::path::PathBuf {
+    env.config_dir
         .join("projects")
         .join(jucode_adapters::claude::munge_cwd(&env.cwd))
 }
@@ -274,7 +239,7 @@ fn write_lines(path: &std::path::Path, lines: &[Value]) {
 }
 
 /// A subagent's own transcript as Claude Code saves it.
-fn save_subagent(env: &Env, relative: &str, prompt: &str) {
+fn save_subagent(env: &ClaudeSandbox, relative: &str, prompt: &str) {
     let path = project_dir(env)
         .join(SESSION)
         .join("subagents")
@@ -311,7 +276,7 @@ fn last_of(events: &[Value], kind: &str) -> Value {
 
 #[tokio::test]
 async fn a_task_subagent_is_traced_live_and_its_transcript_read() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = started(&env, "claude-extras-subagent.jsonl", json!({})).await;
     send(&h, json!({"op":"user_message","content":"count the files"}));
     let events = turn(&mut h).await;
@@ -423,7 +388,7 @@ async fn a_task_subagent_is_traced_live_and_its_transcript_read() {
 
 #[tokio::test]
 async fn a_reopened_session_traces_the_subagents_claude_code_saved() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let main = project_dir(&env).join(format!("{SESSION}.jsonl"));
     let mut lines: Vec<Value> =
         std::fs::read_to_string(fixture("claude-code-2.1.332-transcript-after-resume.jsonl"))
@@ -457,7 +422,7 @@ async fn a_reopened_session_traces_the_subagents_claude_code_saved() {
 
 #[tokio::test]
 async fn a_rename_goes_to_claude_code_and_its_title_comes_back() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = started(&env, "claude-extras-rename.jsonl", json!({})).await;
     send(&h, json!({"op":"rename","title":"  "}));
     assert_eq!(next(&mut h).await["message"], "rename requires a title");
@@ -472,7 +437,7 @@ async fn a_rename_goes_to_claude_code_and_its_title_comes_back() {
 
 #[tokio::test]
 async fn an_edit_approval_card_carries_its_hunks() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     std::fs::write(env.cwd.join("notes.txt"), "title\n\nhelo world\nbye\n").unwrap();
     let mut h = started(&env, "claude-extras-edit-card.jsonl", json!({})).await;
     send(
@@ -510,7 +475,7 @@ fn first_of(events: &[Value], kind: &str) -> Value {
 
 #[tokio::test]
 async fn mcp_elicitations_retries_fallbacks_and_suggestions() {
-    let env = env();
+    let env = ClaudeSandbox::new();
     let mut h = start(
         &env.engine,
         SESSION,

@@ -4,7 +4,6 @@
 mod common;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::codex::CodexEngine;
 use serde_json::{Value, json};
 
@@ -12,46 +11,8 @@ const SESSION: &str = "5a0c1d2e-3f40-4152-8a63-7b8c9d0e1f20";
 const THREAD: &str = "01a2293b-ffda-7011-939a-d20278535ef1";
 const CALL: &str = "call_00171228f7b224f4";
 
-struct Env {
-    dir: tempfile::TempDir,
-    cwd: std::path::PathBuf,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path().join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    Env { dir, cwd }
-}
-
-fn engine(env: &Env) -> CodexEngine {
-    CodexEngine::new(AdapterConfig {
-        jucode_home: env.dir.path().join("jucode"),
-        user_home: env.dir.path().join("home"),
-    })
-}
-
-fn options(script: &str) -> Value {
-    json!({"bin": env!("CARGO_BIN_EXE_fake-codex"),
-           "env": {"FAKE_ENGINE_SCRIPT": fixture(script).display().to_string()}})
-}
-
-fn user(text: &str) -> Value {
-    json!({"type":"user_message","content":text})
-}
-
-fn reply(parts: &[&str]) -> Vec<Value> {
-    let mut out = vec![json!({"type":"assistant_start"})];
-    out.extend(
-        parts
-            .iter()
-            .map(|p| json!({"type":"assistant_delta","delta":p})),
-    );
-    out
-}
-
-fn usage(input: u64, output: u64) -> Value {
-    json!({"type":"usage","input_tokens":input,"cached_input_tokens":0,"output_tokens":output,"reasoning_tokens":0})
+fn engine(env: &Sandbox) -> CodexEngine {
+    CodexEngine::new(env.config())
 }
 
 fn card() -> Value {
@@ -83,13 +44,13 @@ async fn approved_turn(h: &mut jucode_engine::EngineHandle) {
 
 #[tokio::test]
 async fn a_turn_with_a_command_approved_then_a_resume_in_a_new_process() {
-    let env = env();
+    let env = Sandbox::new();
     let engine = engine(&env);
     let mut h = start(
         &engine,
         SESSION,
         &env.cwd,
-        options("codex-0.171.0-app-server-approve.jsonl"),
+        fake_codex("codex-0.171.0-app-server-approve.jsonl"),
         false,
     );
     let startup = until(&mut h, "approval_mode").await;
@@ -111,7 +72,7 @@ async fn a_turn_with_a_command_approved_then_a_resume_in_a_new_process() {
         &engine,
         SESSION,
         &env.cwd,
-        options("codex-0.171.0-app-server-resume.jsonl"),
+        fake_codex("codex-0.171.0-app-server-resume.jsonl"),
         true,
     );
     until(&mut h, "approval_mode").await;
@@ -126,12 +87,12 @@ async fn a_turn_with_a_command_approved_then_a_resume_in_a_new_process() {
 
 #[tokio::test]
 async fn a_declined_command() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = start(
         &engine(&env),
         SESSION,
         &env.cwd,
-        options("codex-0.171.0-app-server-sandboxed-then-decline.jsonl"),
+        fake_codex("codex-0.171.0-app-server-sandboxed-then-decline.jsonl"),
         false,
     );
     until(&mut h, "approval_mode").await;
@@ -173,12 +134,12 @@ async fn a_declined_command() {
 
 #[tokio::test]
 async fn an_interrupt_with_a_mode_switch_and_a_queued_message() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = start(
         &engine(&env),
         SESSION,
         &env.cwd,
-        options("codex-0.171.0-app-server-approve.jsonl"),
+        fake_codex("codex-0.171.0-app-server-approve.jsonl"),
         false,
     );
     until(&mut h, "approval_mode").await;
@@ -232,7 +193,7 @@ async fn an_interrupt_with_a_mode_switch_and_a_queued_message() {
 
 #[tokio::test]
 async fn a_crashing_engine_is_reported() {
-    let env = env();
+    let env = Sandbox::new();
     let options = json!({"bin": env!("CARGO_BIN_EXE_fake-codex"), "env": {"FAKE_ENGINE_SCRIPT": "/nonexistent.jsonl"}});
     let mut h = start(&engine(&env), SESSION, &env.cwd, options, false);
     let error = exit(&mut h).await.expect("an error");

@@ -6,32 +6,14 @@
 mod common;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::codex::CodexEngine;
 use serde_json::{Value, json};
 
 const SESSION: &str = "6b1d2e3f-4051-4263-9a74-8b9cad0e1f22";
 
-struct Env {
-    dir: tempfile::TempDir,
-    cwd: std::path::PathBuf,
-}
-
-fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let cwd = dir.path().join("work");
-    std::fs::create_dir_all(&cwd).unwrap();
-    Env { dir, cwd }
-}
-
-fn open(env: &Env, script: &str) -> jucode_engine::EngineHandle {
-    let engine = CodexEngine::new(AdapterConfig {
-        jucode_home: env.dir.path().join("jucode"),
-        user_home: env.dir.path().join("home"),
-    });
-    let options = json!({"bin": env!("CARGO_BIN_EXE_fake-codex"),
-        "env": {"FAKE_ENGINE_SCRIPT": fixture(script).display().to_string()}});
-    start(&engine, SESSION, &env.cwd, options, false)
+fn open(env: &Sandbox, script: &str) -> jucode_engine::EngineHandle {
+    let engine = CodexEngine::new(env.config());
+    start(&engine, SESSION, &env.cwd, fake_codex(script), false)
 }
 
 fn servers(e: &Value) -> Vec<(String, String)> {
@@ -54,7 +36,7 @@ fn pair(name: &str, state: &str) -> (String, String) {
 
 #[tokio::test]
 async fn mcp_servers_sign_in_and_reconnect_and_codex_signs_in_with_a_device_code() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = open(&env, "codex-mcp-and-login.jsonl");
     until(&mut h, "approval_mode").await;
 
@@ -120,7 +102,7 @@ async fn mcp_servers_sign_in_and_reconnect_and_codex_signs_in_with_a_device_code
 
 #[tokio::test]
 async fn fast_mode_and_thinking_summaries_go_into_the_next_turns() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = open(&env, "codex-fast-thinking.jsonl");
     let opening = until(&mut h, "approval_mode").await;
     let status = opening
@@ -167,7 +149,7 @@ async fn fast_mode_and_thinking_summaries_go_into_the_next_turns() {
 
 #[tokio::test]
 async fn a_subagent_feeds_agent_runs_and_never_the_conversation() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = open(&env, "codex-subagent.jsonl");
     until(&mut h, "approval_mode").await;
     send(&h, json!({"op":"user_message","content":"spawn a helper"}));
@@ -254,7 +236,7 @@ async fn a_subagent_feeds_agent_runs_and_never_the_conversation() {
 
 #[tokio::test]
 async fn a_file_change_card_shows_its_hunks_and_is_applied_whole() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = open(&env, "codex-file-change.jsonl");
     until(&mut h, "approval_mode").await;
     send(&h, json!({"op":"user_message","content":"edit a"}));
@@ -325,7 +307,7 @@ fn event_msg(payload: Value) -> Value {
 
 #[tokio::test]
 async fn a_reopened_session_lists_the_subagents_codex_saved_and_reads_them_out() {
-    let env = env();
+    let env = Sandbox::new();
     let home = env.dir.path().join("codex-home");
     rollout(
         &home,
@@ -377,12 +359,8 @@ async fn a_reopened_session_lists_the_subagents_codex_saved_and_reads_them_out()
         )],
     );
 
-    let engine = CodexEngine::new(AdapterConfig {
-        jucode_home: env.dir.path().join("jucode"),
-        user_home: env.dir.path().join("home"),
-    });
-    let options = json!({"bin": env!("CARGO_BIN_EXE_fake-codex"),
-        "env": {"FAKE_ENGINE_SCRIPT": fixture("codex-saved-subagents.jsonl").display().to_string()}});
+    let engine = CodexEngine::new(env.config());
+    let options = fake_codex("codex-saved-subagents.jsonl");
     let mut h = start(&engine, PARENT, &env.cwd, options, true);
     let opening = until(&mut h, "agent_runs").await;
     let runs = opening.last().unwrap().clone();
@@ -464,7 +442,7 @@ async fn a_reopened_session_lists_the_subagents_codex_saved_and_reads_them_out()
 
 #[tokio::test]
 async fn mcp_startup_statuses_keep_the_server_list_current() {
-    let env = env();
+    let env = Sandbox::new();
     let mut h = open(&env, "codex-mcp-startup.jsonl");
     until(&mut h, "approval_mode").await;
     let mut lists = Vec::new();

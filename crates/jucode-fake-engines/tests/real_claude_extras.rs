@@ -10,102 +10,31 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
-
-use std::path::{Path, PathBuf};
+mod real;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::claude::ClaudeEngine;
 use jucode_engine::EngineHandle;
-use jucode_fake_engines::fake_model::FakeModelServer;
+use real::*;
 use serde_json::{Value, json};
 
-const INSTALL: &str = "bash scripts/install-engines.sh";
 const SESSION: &str = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a";
 
-fn claude_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CLAUDE_BIN").filter(|b| !b.is_empty()) {
-        return PathBuf::from(bin);
-    }
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/peers/npm/node_modules/.bin/claude");
-    assert!(
-        bin.exists(),
-        "Claude Code is not installed at {}: run `{INSTALL}` (or set CLAUDE_BIN)",
-        bin.display()
-    );
-    bin
+/// The start options of the real Claude Code in `world` with `extra` on top.
+fn options(world: &World, extra: Value) -> Value {
+    merged(manual(&claude_cli().bin, world.anthropic_env()), extra)
 }
 
-struct World {
-    dir: tempfile::TempDir,
-    model: FakeModelServer,
-}
-
-impl World {
-    async fn new() -> World {
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        std::fs::create_dir_all(dir.path().join("home")).unwrap();
-        std::fs::create_dir_all(dir.path().join("work")).unwrap();
-        World {
-            dir,
-            model: FakeModelServer::start().await.unwrap(),
-        }
-    }
-
-    fn options(&self, extra: Value) -> Value {
-        let home = self.dir.path().join("home");
-        let env = json!({
-            "HOME": home.display().to_string(),
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "SHELL": "/bin/bash",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "ANTHROPIC_BASE_URL": self.model.base_url(),
-            "ANTHROPIC_API_KEY": "test",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CONFIG_DIR": home.join(".claude").display().to_string(),
-        });
-        let mut options = json!({"bin": claude_bin().display().to_string(), "env": env, "approval_mode": "manual"});
-        if let Value::Object(extra) = extra {
-            for (k, v) in extra {
-                options[k] = v;
-            }
-        }
-        options
-    }
-
-    fn start(&self, extra: Value) -> EngineHandle {
-        let home = self.dir.path().join("home");
-        let options = self.options(extra);
-        let engine = ClaudeEngine::new(AdapterConfig {
-            jucode_home: self.dir.path().join("jucode"),
-            user_home: home,
-        });
-        start(
-            &engine,
-            SESSION,
-            &self.dir.path().join("work"),
-            options,
-            false,
-        )
-    }
-}
-
-/// The first event of `kind`, failing on an error event before it.
-async fn answer(h: &mut EngineHandle, kind: &str) -> Value {
-    let events = until(h, kind).await;
-    for e in &events {
-        assert_ne!(e["type"], "error", "{e}");
-    }
-    events.last().cloned().unwrap()
+fn open(world: &World, options: Value, resume: bool) -> EngineHandle {
+    let engine = ClaudeEngine::new(world.config());
+    start(&engine, SESSION, &world.cwd, options, resume)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
 async fn claude_only_ops_against_the_real_cli() {
     let world = World::new().await;
-    let mut h = world.start(json!({}));
+    let mut h = open(&world, options(&world, json!({})), false);
     until(&mut h, "command_list").await;
 
     send(&h, json!({"op":"task_output","task_id":"b0gus1"}));
@@ -176,34 +105,35 @@ async fn claude_only_ops_against_the_real_cli() {
     assert_eq!(close(h).await, None);
 }
 
+/// The first `model_status` with the CLI's own settings (`ultracode_available` known), failing
+/// on an error event before it.
+async fn confirmed_status(h: &mut EngineHandle) -> Value {
+    loop {
+        let e = next(h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        if e["type"] == "model_status" && e["ultracode_available"].is_boolean() {
+            return e;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
 async fn claude_start_options_survive_a_full_access_restart() {
     let world = World::new().await;
-    let mut h = world.start(json!({"ultracode": true, "thinking": false}));
-    loop {
-        let e = next(&mut h).await;
-        assert_ne!(e["type"], "error", "{e}");
-        if e["type"] == "model_status" && e["ultracode_available"].is_boolean() {
-            assert_eq!(e["ultracode"], true);
-            assert_eq!(e["thinking_summaries"], false);
-            break;
-        }
-    }
+    let start = json!({"ultracode": true, "thinking": false});
+    let mut h = open(&world, options(&world, start), false);
+    let status = confirmed_status(&mut h).await;
+    assert_eq!(status["ultracode"], true);
+    assert_eq!(status["thinking_summaries"], false);
     send(&h, json!({"op":"set_approval_mode","mode":"full-access"}));
     let mode = answer(&mut h, "approval_mode").await;
     assert_eq!(mode["mode"], "full-access");
     // The new process is told the session's settings again and confirms them.
     send(&h, json!({"op":"command","input":"/effort"}));
-    loop {
-        let e = next(&mut h).await;
-        assert_ne!(e["type"], "error", "{e}");
-        if e["type"] == "model_status" && e["ultracode_available"].is_boolean() {
-            assert_eq!(e["ultracode"], true);
-            assert_eq!(e["thinking_summaries"], false);
-            break;
-        }
-    }
+    let status = confirmed_status(&mut h).await;
+    assert_eq!(status["ultracode"], true);
+    assert_eq!(status["thinking_summaries"], false);
     assert_eq!(close(h).await, None);
 }
 
@@ -211,7 +141,7 @@ async fn claude_start_options_survive_a_full_access_restart() {
 #[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
 async fn claude_a_subagent_is_traced_and_its_transcript_read() {
     let world = World::new().await;
-    let mut h = world.start(json!({}));
+    let mut h = open(&world, options(&world, json!({})), false);
     until(&mut h, "command_list").await;
     // The fake model answers `AGENT: <prompt>` with an Agent call; Claude Code runs it in the
     // background and its subagent answers `user said: say hi`.
@@ -271,19 +201,9 @@ async fn claude_a_subagent_is_traced_and_its_transcript_read() {
     assert_eq!(close(h).await, None);
 
     // A new process lists it from what Claude Code saved.
-    let engine = ClaudeEngine::new(AdapterConfig {
-        jucode_home: world.dir.path().join("jucode"),
-        user_home: world.dir.path().join("home"),
-    });
-    let mut options = world.options(json!({}));
+    let mut options = options(&world, json!({}));
     options["approval_mode"] = json!("manual");
-    let mut h = start(
-        &engine,
-        SESSION,
-        &world.dir.path().join("work"),
-        options,
-        true,
-    );
+    let mut h = open(&world, options, true);
     let saved = answer(&mut h, "agent_runs").await;
     let agent = &saved["agents"][0];
     assert_eq!(agent["id"], id.as_str());
@@ -306,29 +226,12 @@ async fn claude_a_subagent_is_traced_and_its_transcript_read() {
     assert_eq!(close(h).await, None);
 }
 
-/// `jucode-mcp-echo`, built into the same target dir as this test.
-fn mcp_echo() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("jucode-mcp-echo");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p jucode-mcp-testserver`",
-        bin.display()
-    );
-    bin
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
 async fn claude_an_mcp_servers_question_is_an_approval_card() {
     let world = World::new().await;
     // A user-scope MCP server: the test server, whose `ask` tool elicits a form.
-    let config = world.dir.path().join("home/.claude");
+    let config = world.claude_config();
     std::fs::create_dir_all(&config).unwrap();
     std::fs::write(
         config.join(".claude.json"),
@@ -337,19 +240,9 @@ async fn claude_an_mcp_servers_question_is_an_approval_card() {
     )
     .unwrap();
     // Offer MCP tools to the model directly rather than behind ToolSearch.
-    let mut options = world.options(json!({}));
+    let mut options = options(&world, json!({}));
     options["env"]["ENABLE_TOOL_SEARCH"] = json!("false");
-    let engine = ClaudeEngine::new(AdapterConfig {
-        jucode_home: world.dir.path().join("jucode"),
-        user_home: world.dir.path().join("home"),
-    });
-    let mut h = start(
-        &engine,
-        SESSION,
-        &world.dir.path().join("work"),
-        options,
-        false,
-    );
+    let mut h = open(&world, options, false);
     until(&mut h, "command_list").await;
     send(
         &h,

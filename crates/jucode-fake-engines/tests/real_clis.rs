@@ -17,105 +17,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+mod real;
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::acp::AcpEngine;
 use jucode_adapters::claude::ClaudeEngine;
 use jucode_adapters::codex::CodexEngine;
 use jucode_engine::EngineHandle;
-use jucode_fake_engines::fake_model::{FakeModelServer, HANG_TEXT};
+use jucode_fake_engines::fake_model::HANG_TEXT;
+use real::*;
 use serde_json::{Value, json};
-
-const INSTALL: &str = "bash scripts/install-engines.sh";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The pinned versions, from the one file that holds them.
-fn versions() -> HashMap<String, String> {
-    let text = std::fs::read_to_string(root().join("scripts/engine-versions.env")).unwrap();
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with('#'))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect()
-}
-
-/// One real CLI: where it is and what it is called in recordings.
-struct Cli {
-    bin: PathBuf,
-    /// `claude-code-2.1.332` and the like: the prefix of recording names.
-    label: String,
-}
-
-/// Finds a CLI from its variable or the peers install; panics (fails the test) when missing.
-fn cli(var: &str, program: &str, package_key: &str, version_key: &str, label: &str) -> Cli {
-    let versions = versions();
-    let package = &versions[package_key];
-    let version = &versions[version_key];
-    let label = format!("{label}-{version}");
-    if let Some(bin) = std::env::var_os(var).filter(|b| !b.is_empty()) {
-        let bin = PathBuf::from(bin);
-        assert!(
-            bin.is_file(),
-            "{var}={} is not a file; unset it to use the pinned install from `{INSTALL}`",
-            bin.display()
-        );
-        return Cli { bin, label };
-    }
-    let modules = root().join("target/peers/npm/node_modules");
-    let bin = modules.join(".bin").join(program);
-    assert!(
-        bin.exists(),
-        "{program} is not installed at {}: run `{INSTALL}` (or set {var})",
-        bin.display()
-    );
-    let manifest: Value = serde_json::from_str(
-        &std::fs::read_to_string(modules.join(package).join("package.json")).unwrap(),
-    )
-    .unwrap();
-    assert_eq!(
-        manifest["version"].as_str(),
-        Some(version.as_str()),
-        "{package} is not the pinned {version}: run `{INSTALL}`"
-    );
-    Cli { bin, label }
-}
-
-fn claude_cli() -> Cli {
-    cli(
-        "CLAUDE_BIN",
-        "claude",
-        "CLAUDE_CODE_PACKAGE",
-        "CLAUDE_CODE_VERSION",
-        "claude-code",
-    )
-}
-
-fn codex_cli() -> Cli {
-    cli(
-        "CODEX_BIN",
-        "codex",
-        "CODEX_PACKAGE",
-        "CODEX_VERSION",
-        "codex",
-    )
-}
-
-fn acp_cli() -> Cli {
-    cli(
-        "CLAUDE_ACP_BIN",
-        "claude-agent-acp",
-        "CLAUDE_ACP_PACKAGE",
-        "CLAUDE_ACP_VERSION",
-        "claude-agent-acp",
-    )
-}
 
 fn recording() -> bool {
     std::env::var("JUCODE_RECORD").is_ok_and(|v| v == "1")
@@ -135,78 +48,16 @@ fn program(cli: &Cli, scenario: &str, env: &mut Value) -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_engine-recorder"))
 }
 
-/// A temp world for one test: HOME, a work dir, the jucode home, a running fake model.
-struct World {
-    dir: tempfile::TempDir,
-    home: PathBuf,
-    cwd: PathBuf,
-    model: FakeModelServer,
-}
-
-impl World {
-    async fn new() -> World {
-        // Under the target dir, not /tmp: Codex refuses to set up its helpers under /tmp.
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let home = dir.path().join("home");
-        let cwd = dir.path().join("work");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::create_dir_all(&cwd).unwrap();
-        let model = FakeModelServer::start().await.unwrap();
-        World {
-            dir,
-            home,
-            cwd,
-            model,
-        }
-    }
-
-    fn config(&self) -> AdapterConfig {
-        AdapterConfig {
-            jucode_home: self.dir.path().join("jucode"),
-            user_home: self.home.clone(),
-        }
-    }
-
-    /// Variables every CLI gets: a private HOME and no way to the outside.
-    fn base_env(&self) -> Value {
-        json!({
-            "HOME": self.home.display().to_string(),
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "SHELL": "/bin/bash",
-            "NO_PROXY": "127.0.0.1,localhost",
-        })
-    }
-
-    /// Claude Code and claude-agent-acp: the Anthropic API on the fake, no side traffic.
-    fn anthropic_env(&self) -> Value {
-        let mut env = self.base_env();
-        env["ANTHROPIC_BASE_URL"] = json!(self.model.base_url());
-        env["ANTHROPIC_API_KEY"] = json!("test");
-        env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = json!("1");
-        env["CLAUDE_CONFIG_DIR"] = json!(self.home.join(".claude").display().to_string());
-        env
-    }
-
-    /// Codex: a CODEX_HOME whose config.toml names the fake as the provider.
-    fn codex_env(&self) -> Value {
-        let codex_home = self.home.join(".codex");
-        std::fs::create_dir_all(&codex_home).unwrap();
-        let config = format!(
-            r#"model = "fake-model"
+/// Codex's config.toml: the fake as the provider, nothing sent elsewhere.
+fn codex_config(world: &World) -> String {
+    format!(
+        r#"model = "fake-model"
 model_provider = "fake"
 approval_policy = "on-request"
 sandbox_mode = "workspace-write"
 check_for_update_on_startup = false
 
-[model_providers.fake]
-name = "Fake local provider"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "FAKE_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-stream_idle_timeout_ms = 120000
+{}stream_idle_timeout_ms = 120000
 
 [analytics]
 enabled = false
@@ -222,15 +73,8 @@ plugins = false
 remote_plugin = false
 apps = false
 "#,
-            self.model.base_url()
-        );
-        std::fs::write(codex_home.join("config.toml"), config).unwrap();
-        let mut env = self.base_env();
-        env["CODEX_HOME"] = json!(codex_home.display().to_string());
-        env["FAKE_API_KEY"] = json!("test");
-        env["RUST_LOG"] = json!("warn");
-        env
-    }
+        world.codex_provider()
+    )
 }
 
 /// The assistant text of a turn's events.
@@ -246,13 +90,13 @@ fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == kind).collect()
 }
 
-fn user(h: &EngineHandle, text: &str) {
+fn say(h: &EngineHandle, text: &str) {
     send(h, json!({"op":"user_message","content":text}));
 }
 
 /// A plain turn; returns the assistant's text.
 async fn plain_turn(h: &mut EngineHandle, text: &str) -> String {
-    user(h, text);
+    say(h, text);
     let events = turn(h).await;
     assert!(
         of_type(&events, "error").is_empty(),
@@ -263,7 +107,7 @@ async fn plain_turn(h: &mut EngineHandle, text: &str) -> String {
 
 /// `RUN: touch <file> && echo hi` answered with `decision`; returns the card and the rest.
 async fn tool_turn(h: &mut EngineHandle, file: &str, decision: &str) -> (Value, Vec<Value>) {
-    user(h, &format!("RUN: touch {file} && echo hi"));
+    say(h, &format!("RUN: touch {file} && echo hi"));
     let before = until(h, "approval_request").await;
     let card = before.last().unwrap().clone();
     assert_eq!(card["name"], "bash", "{card}");
@@ -319,7 +163,7 @@ async fn denied(h: &mut EngineHandle, world: &World) {
 }
 
 async fn interrupted(h: &mut EngineHandle) {
-    user(h, "HANG: take your time");
+    say(h, "HANG: take your time");
     // The model has started answering and its stream is stalled: the turn is mid-stream.
     let mut so_far = String::new();
     while so_far != HANG_TEXT {
@@ -364,7 +208,7 @@ fn claude_start(world: &World, cli: &Cli, scenario: &str, resume: bool) -> Engin
         &ClaudeEngine::new(world.config()),
         CLAUDE_SESSION,
         &world.cwd,
-        json!({"bin": bin.display().to_string(), "env": env, "approval_mode": "manual"}),
+        manual(&bin, env),
         resume,
     )
 }
@@ -436,15 +280,9 @@ fn codex_start(
     scenario: &str,
     resume: bool,
 ) -> EngineHandle {
-    let mut env = world.codex_env();
+    let mut env = world.codex_env(&codex_config(world));
     let bin = program(cli, scenario, &mut env);
-    start(
-        engine,
-        CODEX_SESSION,
-        &world.cwd,
-        json!({"bin": bin.display().to_string(), "env": env, "approval_mode": "manual"}),
-        resume,
-    )
+    start(engine, CODEX_SESSION, &world.cwd, manual(&bin, env), resume)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

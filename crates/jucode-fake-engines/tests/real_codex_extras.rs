@@ -11,95 +11,25 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
-
-use std::path::{Path, PathBuf};
+mod real;
 
 use common::*;
-use jucode_adapters::AdapterConfig;
 use jucode_adapters::codex::CodexEngine;
 use jucode_engine::EngineHandle;
-use jucode_fake_engines::fake_model::FakeModelServer;
+use real::*;
 use serde_json::{Value, json};
 
-const INSTALL: &str = "bash scripts/install-engines.sh";
 const SESSION: &str = "7e2f3a4b-5c6d-4e7f-8091-a2b3c4d5e6f7";
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn codex_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CODEX_BIN").filter(|b| !b.is_empty()) {
-        return PathBuf::from(bin);
-    }
-    let bin = root().join("target/peers/npm/node_modules/.bin/codex");
-    assert!(
-        bin.exists(),
-        "codex is not installed at {}: run `{INSTALL}` (or set CODEX_BIN)",
-        bin.display()
-    );
-    bin
-}
-
-/// `jucode-mcp-echo`, built into the same target dir as this test.
-fn mcp_echo() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("jucode-mcp-echo");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p jucode-mcp-testserver`",
-        bin.display()
-    );
-    bin
-}
-
-struct World {
-    dir: tempfile::TempDir,
-    model: FakeModelServer,
-}
-
-impl World {
-    async fn new() -> World {
-        // Under the target dir, not /tmp: Codex refuses to set up its helpers under /tmp.
-        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        std::fs::create_dir_all(dir.path().join("work")).unwrap();
-        std::fs::create_dir_all(dir.path().join("home/.codex")).unwrap();
-        let model = FakeModelServer::start().await.unwrap();
-        World { dir, model }
-    }
-
-    fn cwd(&self) -> PathBuf {
-        self.dir.path().join("work")
-    }
-
-    /// Starts Codex on `model` with the fake model server as its provider and `extra`
-    /// appended to config.toml.
-    fn start(&self, model: &str, extra: &str) -> EngineHandle {
-        self.open(model, extra, false)
-    }
-
-    /// As `start`, reopening the session's thread when `resume`.
-    fn open(&self, model: &str, extra: &str, resume: bool) -> EngineHandle {
-        let home = self.dir.path().join("home");
-        let codex_home = home.join(".codex");
-        let config = format!(
-            r#"model = "{model}"
+/// Starts Codex on `model` with the fake model server as its provider and `extra` appended to
+/// config.toml, reopening the session's thread when `resume`.
+fn open(world: &World, model: &str, extra: &str, resume: bool) -> EngineHandle {
+    let config = format!(
+        r#"model = "{model}"
 model_provider = "fake"
 check_for_update_on_startup = false
 
-[model_providers.fake]
-name = "Fake local provider"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "FAKE_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
+{}
 [analytics]
 enabled = false
 
@@ -107,28 +37,35 @@ enabled = false
 plugins = false
 apps = false
 {extra}"#,
-            self.model.base_url()
-        );
-        std::fs::write(codex_home.join("config.toml"), config).unwrap();
-        let engine = CodexEngine::new(AdapterConfig {
-            jucode_home: self.dir.path().join("jucode"),
-            user_home: home.clone(),
-        });
-        let env = json!({
-            "HOME": home.display().to_string(),
-            "CODEX_HOME": codex_home.display().to_string(),
-            "FAKE_API_KEY": "test",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "RUST_LOG": "warn",
-        });
-        start(
-            &engine,
-            SESSION,
-            &self.cwd(),
-            json!({"bin": codex_bin().display().to_string(), "env": env, "approval_mode": "manual"}),
-            resume,
-        )
-    }
+        world.codex_provider()
+    );
+    let env = world.codex_env(&config);
+    let engine = CodexEngine::new(world.config());
+    start(
+        &engine,
+        SESSION,
+        &world.cwd,
+        manual(&codex_cli().bin, env),
+        resume,
+    )
+}
+
+/// The entry of the array `list` whose `key` is `value`.
+fn entry(list: &Value, key: &str, value: &str) -> Option<Value> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[key] == value)
+        .cloned()
+}
+
+/// A model request's body without its long parts, for failure messages.
+fn outline(body: &Value) -> Value {
+    let mut keys = body.clone();
+    keys["input"] = json!("…");
+    keys["instructions"] = json!("…");
+    keys["tools"] = json!("…");
+    keys
 }
 
 /// The next event of `kind`, skipping others.
@@ -144,18 +81,12 @@ async fn codex_mcp_servers_are_listed_reloaded_and_a_stdio_sign_in_is_refused() 
         "\n[mcp_servers.echo]\ncommand = \"{}\"\n",
         mcp_echo().display()
     );
-    let mut h = world.start("fake-model", &extra);
+    let mut h = open(&world, "fake-model", &extra, false);
     until(&mut h, "approval_mode").await;
     // Unasked: Codex's startup statuses keep the list current until the server is up.
     loop {
         let list = next_of(&mut h, "mcp_servers").await;
-        let echo = list["servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["name"] == "echo")
-            .cloned();
-        match echo {
+        match entry(&list["servers"], "name", "echo") {
             Some(echo) if echo["state"] == "connected" => break,
             Some(echo) => assert_eq!(echo["state"], "connecting", "{list}"),
             None => panic!("no echo server: {list}"),
@@ -164,13 +95,8 @@ async fn codex_mcp_servers_are_listed_reloaded_and_a_stdio_sign_in_is_refused() 
 
     send(&h, json!({"op":"mcp_list"}));
     let list = next_of(&mut h, "mcp_servers").await;
-    let echo = list["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "echo")
-        .unwrap_or_else(|| panic!("no echo server: {list}"))
-        .clone();
+    let echo =
+        entry(&list["servers"], "name", "echo").unwrap_or_else(|| panic!("no echo server: {list}"));
     let tools: Vec<&str> = echo["tools"]
         .as_array()
         .unwrap()
@@ -182,11 +108,7 @@ async fn codex_mcp_servers_are_listed_reloaded_and_a_stdio_sign_in_is_refused() 
     send(&h, json!({"op":"mcp_reconnect","name":"echo"}));
     let again = next_of(&mut h, "mcp_servers").await;
     assert!(
-        again["servers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|s| s["name"] == "echo"),
+        entry(&again["servers"], "name", "echo").is_some(),
         "{again}"
     );
 
@@ -209,7 +131,7 @@ async fn codex_mcp_servers_are_listed_reloaded_and_a_stdio_sign_in_is_refused() 
 async fn codex_fast_mode_and_thinking_reach_the_model_request() {
     let world = World::new().await;
     // A model of Codex's own catalog: only those offer the priority ("Fast") tier.
-    let mut h = world.start("gpt-5.5", "");
+    let mut h = open(&world, "gpt-5.5", "", false);
     until(&mut h, "approval_mode").await;
     send(&h, json!({"op":"command","input":"/fast on"}));
     assert_eq!(next_of(&mut h, "model_status").await["fast"], true);
@@ -225,10 +147,7 @@ async fn codex_fast_mode_and_thinking_reach_the_model_request() {
         "Codex refused the turn's settings: {events:#?}"
     );
     let request = world.model.model_requests().pop().expect("a model request");
-    let mut keys = request.body.clone();
-    keys["input"] = json!("…");
-    keys["instructions"] = json!("…");
-    keys["tools"] = json!("…");
+    let keys = outline(&request.body);
     assert_eq!(request.body["service_tier"], "priority", "{keys:#}");
     assert_eq!(request.body["reasoning"].get("summary"), None, "{keys:#}");
 
@@ -244,10 +163,7 @@ async fn codex_fast_mode_and_thinking_reach_the_model_request() {
     let events = turn(&mut h).await;
     assert!(events.iter().all(|e| e["type"] != "error"), "{events:#?}");
     let request = world.model.model_requests().pop().unwrap();
-    let mut keys = request.body.clone();
-    keys["input"] = json!("…");
-    keys["instructions"] = json!("…");
-    keys["tools"] = json!("…");
+    let keys = outline(&request.body);
     assert_eq!(request.body.get("service_tier"), None, "{keys:#}");
     assert_eq!(request.body["reasoning"]["summary"], "auto", "{keys:#}");
     assert_eq!(close(h).await, None);
@@ -257,8 +173,8 @@ async fn codex_fast_mode_and_thinking_reach_the_model_request() {
 #[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
 async fn codex_a_patch_card_shows_its_hunks() {
     let world = World::new().await;
-    std::fs::write(world.cwd().join("old.txt"), "a\nb\nc\n").unwrap();
-    let mut h = world.start("fake-model", "");
+    std::fs::write(world.cwd.join("old.txt"), "a\nb\nc\n").unwrap();
+    let mut h = open(&world, "fake-model", "", false);
     until(&mut h, "approval_mode").await;
     let patch = [
         "*** Begin Patch",
@@ -301,11 +217,11 @@ async fn codex_a_patch_card_shows_its_hunks() {
     let events = turn(&mut h).await;
     assert!(events.iter().all(|e| e["type"] != "error"), "{events:#?}");
     assert_eq!(
-        std::fs::read_to_string(world.cwd().join("new.txt")).unwrap(),
+        std::fs::read_to_string(world.cwd.join("new.txt")).unwrap(),
         "hello\n"
     );
     assert_eq!(
-        std::fs::read_to_string(world.cwd().join("old.txt")).unwrap(),
+        std::fs::read_to_string(world.cwd.join("old.txt")).unwrap(),
         "a\nB\nc\n"
     );
     assert_eq!(close(h).await, None);
@@ -315,7 +231,7 @@ async fn codex_a_patch_card_shows_its_hunks() {
 #[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
 async fn codex_subagents_are_tracked_live_and_listed_again_after_a_reopen() {
     let world = World::new().await;
-    let mut h = world.start("fake-model", "");
+    let mut h = open(&world, "fake-model", "", false);
     until(&mut h, "approval_mode").await;
     send(&h, json!({"op":"user_message","content":"SPAWN: say hi"}));
     // The parent's turn and the child's may end in either order.
@@ -331,27 +247,17 @@ async fn codex_subagents_are_tracked_live_and_listed_again_after_a_reopen() {
     let child = child.unwrap();
     send(&h, json!({"op":"agent_runs"}));
     let live = next_of(&mut h, "agent_runs").await;
-    let agent = live["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == child.as_str())
-        .unwrap_or_else(|| panic!("{child} is not listed: {live}"))
-        .clone();
+    let agent = entry(&live["agents"], "id", &child)
+        .unwrap_or_else(|| panic!("{child} is not listed: {live}"));
     assert_eq!(agent["status"], "completed", "{live}");
     assert!(agent["tool_use_id"].is_string(), "{live}");
     assert_eq!(close(h).await, None);
 
     // Reopened by a new process: the child comes from what Codex saved.
-    let mut h = world.open("fake-model", "", true);
+    let mut h = open(&world, "fake-model", "", true);
     let saved = next_of(&mut h, "agent_runs").await;
-    let again = saved["agents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["id"] == child.as_str())
-        .unwrap_or_else(|| panic!("{child} is not listed after the reopen: {saved}"))
-        .clone();
+    let again = entry(&saved["agents"], "id", &child)
+        .unwrap_or_else(|| panic!("{child} is not listed after the reopen: {saved}"));
     for key in ["label", "status", "tool_use_id", "model"] {
         assert_eq!(again[key], agent[key], "{key}: {saved} vs {live}");
     }

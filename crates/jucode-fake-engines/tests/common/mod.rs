@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use jucode_adapters::AdapterConfig;
+use jucode_adapters::claude::ClaudeEngine;
 use jucode_engine::{EngineFactory, EngineHandle, EngineOutput, StartSpec};
 use jucode_protocol::Object;
 use serde_json::{Value, json};
@@ -15,6 +17,85 @@ pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures/engines")
         .join(name)
+}
+
+/// A temp dir for one adapter: the session's work dir (made), the jucode home and the user's
+/// home inside it.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub cwd: PathBuf,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let cwd = dir.path().join("work");
+        std::fs::create_dir_all(&cwd).unwrap();
+        Sandbox { dir, cwd }
+    }
+
+    pub fn config(&self) -> AdapterConfig {
+        AdapterConfig {
+            jucode_home: self.dir.path().join("jucode"),
+            user_home: self.dir.path().join("home"),
+        }
+    }
+}
+
+/// A sandbox with the Claude Code adapter over it and Claude Code's config dir in it.
+pub struct ClaudeSandbox {
+    pub dir: tempfile::TempDir,
+    pub cwd: PathBuf,
+    pub config_dir: PathBuf,
+    pub engine: ClaudeEngine,
+}
+
+impl ClaudeSandbox {
+    pub fn new() -> ClaudeSandbox {
+        let Sandbox { dir, cwd } = Sandbox::new();
+        let engine = ClaudeEngine::new(AdapterConfig {
+            jucode_home: dir.path().join("jucode"),
+            user_home: dir.path().join("home"),
+        });
+        ClaudeSandbox {
+            config_dir: dir.path().join("claude-config"),
+            dir,
+            cwd,
+            engine,
+        }
+    }
+
+    /// Options starting `fake-claude` on `script` with this sandbox's config dir.
+    pub fn fake_claude(&self, script: &str) -> Value {
+        let mut env = script_env(script);
+        env["CLAUDE_CONFIG_DIR"] = json!(self.config_dir.display().to_string());
+        json!({"bin": env!("CARGO_BIN_EXE_fake-claude"), "env": env})
+    }
+}
+
+/// `options` with the keys of the object `extra` set on top.
+pub fn merged(mut options: Value, extra: Value) -> Value {
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            options[k] = v;
+        }
+    }
+    options
+}
+
+/// The variables that make a fake engine replay the fixture `script`.
+pub fn script_env(script: &str) -> Value {
+    json!({"FAKE_ENGINE_SCRIPT": fixture(script).display().to_string()})
+}
+
+/// Options starting `fake-codex` on `script`.
+pub fn fake_codex(script: &str) -> Value {
+    json!({"bin": env!("CARGO_BIN_EXE_fake-codex"), "env": script_env(script)})
+}
+
+/// Options starting `fake-acp` on `script`.
+pub fn fake_acp(script: &str) -> Value {
+    json!({"command": env!("CARGO_BIN_EXE_fake-acp"), "env": script_env(script)})
 }
 
 pub fn obj(v: Value) -> Object {
@@ -110,6 +191,26 @@ pub fn flow(events: &[Value]) -> Vec<Value> {
         .filter(|e| !STATE.contains(&e["type"].as_str().unwrap_or("")))
         .cloned()
         .collect()
+}
+
+/// The echo of a user message.
+pub fn user(text: &str) -> Value {
+    json!({"type":"user_message","content":text})
+}
+
+/// An assistant message streamed as `parts`.
+pub fn reply(parts: &[&str]) -> Vec<Value> {
+    let mut out = vec![json!({"type":"assistant_start"})];
+    out.extend(
+        parts
+            .iter()
+            .map(|p| json!({"type":"assistant_delta","delta":p})),
+    );
+    out
+}
+
+pub fn usage(input: u64, output: u64) -> Value {
+    json!({"type":"usage","input_tokens":input,"cached_input_tokens":0,"output_tokens":output,"reasoning_tokens":0})
 }
 
 pub fn ready() -> Value {
