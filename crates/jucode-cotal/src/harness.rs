@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, oneshot};
 
 /// Why a turn did not succeed. `code` is the harness's native error code
 /// (`rate_limit`, `overloaded`, …), relayed as the presence condition.
@@ -35,6 +35,21 @@ pub enum HarnessSignal {
     Reconnected,
 }
 
+/// How the harness took a soft interrupt it accepted. The seat acks the
+/// interrupt's messages only once the turn that carried them succeeded.
+#[derive(Debug)]
+pub enum Steered {
+    /// Joined the turn running when the request arrived (injected into it, or
+    /// run as that turn's follow-up): that turn's end decides the messages.
+    Joined,
+    /// No turn was open: the text runs as a turn of its own, signalled
+    /// `TurnStarted`/`TurnEnded` like a TUI turn; `result` resolves when it ended
+    /// (a dropped sender counts as a failed turn).
+    OwnTurn {
+        result: oneshot::Receiver<Result<(), TurnFailure>>,
+    },
+}
+
 /// Where the agent's append-only session journal lives (the event plane's source).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JournalSource {
@@ -59,9 +74,10 @@ impl JournalSource {
 pub trait Harness: Send + Sync + 'static {
     /// Run one turn with `text` as the user message and return when it ended.
     async fn send_turn(&self, text: &str) -> Result<(), TurnFailure>;
-    /// Inject `text` into the turn that is running now (jcode `soft_interrupt`).
-    /// An error means it was not accepted; the seat then queues the text for the next turn.
-    async fn soft_interrupt(&self, text: &str) -> Result<(), TurnFailure>;
+    /// Inject `text` into the turn that is running now (jcode `soft_interrupt`),
+    /// or run it as its own turn when none is open. An error means it was not
+    /// accepted; the seat then queues the text for the next turn.
+    async fn soft_interrupt(&self, text: &str) -> Result<Steered, TurnFailure>;
     /// Signals the harness raises on its own.
     fn signals(&self) -> broadcast::Receiver<HarnessSignal>;
     /// The journal the event plane reads, if the harness has one.

@@ -110,6 +110,9 @@ pub struct Inbox<A> {
     automatic: VecDeque<Entry<A>>,
     pull: VecDeque<Entry<A>>,
     in_flight: Vec<Entry<A>>,
+    /// Carried by a soft interrupt whose turn is not known yet: outside
+    /// `finish_turn` until the interrupt's outcome decides them.
+    steering: Vec<Entry<A>>,
     held: HashSet<String>,
     handled: HashSet<String>,
     handled_order: VecDeque<String>,
@@ -133,6 +136,7 @@ impl<A> Inbox<A> {
             automatic: VecDeque::new(),
             pull: VecDeque::new(),
             in_flight: Vec::new(),
+            steering: Vec::new(),
             held: HashSet::new(),
             handled: HashSet::new(),
             handled_order: VecDeque::new(),
@@ -197,6 +201,7 @@ impl<A> Inbox<A> {
             .iter_mut()
             .chain(self.pull.iter_mut())
             .chain(self.in_flight.iter_mut())
+            .chain(self.steering.iter_mut())
             .find(|e| e.item.id == id)
     }
 
@@ -274,14 +279,15 @@ impl<A> Inbox<A> {
         (items, mention)
     }
 
-    /// Move directed items into the running turn (a soft interrupt carries them).
+    /// Hand directed items to a soft interrupt. They stay out of the running
+    /// turn's batch until [`Inbox::join_turn`] or [`Inbox::settle_steered`].
     pub fn take_directed(&mut self) -> Vec<Item> {
         let mut taken = Vec::new();
         let mut keep = VecDeque::new();
         for e in self.automatic.drain(..) {
             if e.item.directed() {
                 taken.push(e.item.clone());
-                self.in_flight.push(e);
+                self.steering.push(e);
             } else {
                 keep.push_back(e);
             }
@@ -290,17 +296,53 @@ impl<A> Inbox<A> {
         taken
     }
 
-    /// A soft interrupt was not accepted: its items wait for the next turn.
-    pub fn return_to_queue(&mut self, ids: &[String]) {
-        let mut back = Vec::new();
+    fn take_steered(&mut self, ids: &[String]) -> Vec<Entry<A>> {
+        let mut out = Vec::new();
         let mut i = 0;
-        while i < self.in_flight.len() {
-            if ids.contains(&self.in_flight[i].item.id) {
-                back.push(self.in_flight.remove(i));
+        while i < self.steering.len() {
+            if ids.contains(&self.steering[i].item.id) {
+                out.push(self.steering.remove(i));
             } else {
                 i += 1;
             }
         }
+        out
+    }
+
+    /// The soft interrupt joined the running turn: its items end with that turn.
+    pub fn join_turn(&mut self, ids: &[String]) {
+        let joined = self.take_steered(ids);
+        self.in_flight.extend(joined);
+    }
+
+    /// The turn that carried a soft interrupt ended: on success its items are
+    /// handled and their ack handles returned; otherwise they wait, un-acked,
+    /// at the front of the queue.
+    pub fn settle_steered(&mut self, ids: &[String], ok: bool, now_ms: u64) -> Vec<A> {
+        let done = self.take_steered(ids);
+        if ok {
+            let mut acks = Vec::new();
+            for e in done {
+                self.held.remove(&e.item.id);
+                self.remember_handled(&e.item.id);
+                acks.extend(e.ack);
+            }
+            if !acks.is_empty() {
+                self.last_drained_ms = Some(now_ms);
+            }
+            acks
+        } else {
+            for e in done.into_iter().rev() {
+                self.automatic.push_front(e);
+            }
+            self.wake = !self.automatic.is_empty();
+            Vec::new()
+        }
+    }
+
+    /// A soft interrupt was not accepted: its items wait for the next turn.
+    pub fn return_to_queue(&mut self, ids: &[String]) {
+        let back = self.take_steered(ids);
         for e in back.into_iter().rev() {
             self.automatic.push_front(e);
         }
@@ -361,7 +403,11 @@ impl<A> Inbox<A> {
 
     /// Items held now: (automatic, pull-only, in the running turn).
     pub fn counts(&self) -> (usize, usize, usize) {
-        (self.automatic.len(), self.pull.len(), self.in_flight.len())
+        (
+            self.automatic.len(),
+            self.pull.len(),
+            self.in_flight.len() + self.steering.len(),
+        )
     }
 
     /// Arrival time of the oldest automatic item (queue age for presence activity).
@@ -558,6 +604,42 @@ mod tests {
         assert_eq!(ib.counts(), (2, 0, 1));
         let acks = ib.finish_turn(true, 1);
         assert!(acks.is_empty());
+    }
+
+    #[test]
+    fn soft_interrupt_items_wait_for_the_turn_that_carries_them() {
+        let mut ib: Inbox<u32> = Inbox::default();
+        ib.offer(item("a", Kind::Dm, None, false), Some(1));
+        ib.begin_turn();
+        ib.offer(item("d", Kind::Dm, None, false), Some(2));
+        assert_eq!(ib.take_directed().len(), 1);
+        assert_eq!(ib.counts(), (0, 0, 2));
+        // The running turn ends before the interrupt's outcome is known: only its own batch.
+        assert_eq!(ib.finish_turn(true, 1), vec![1]);
+        // A redelivered copy meanwhile is a duplicate, not a new item.
+        let (o, _) = ib.offer(item("d", Kind::Dm, None, false), Some(3));
+        assert!(matches!(o, Offer::Duplicate { ack_now: None }));
+        // It ran as its own turn, which failed: back at the front, un-acked, with the fresh handle.
+        assert!(ib.settle_steered(&["d".to_string()], false, 2).is_empty());
+        assert_eq!(ib.counts(), (1, 0, 0));
+        assert!(ib.wants_turn());
+        let (items, _) = ib.begin_turn();
+        assert_eq!(items[0].id, "d");
+        assert_eq!(ib.finish_turn(true, 3), vec![3]);
+
+        // Joined a running turn: acked with it.
+        ib.begin_turn();
+        ib.offer(item("e", Kind::Anycast, None, false), Some(4));
+        ib.take_directed();
+        ib.join_turn(&["e".to_string()]);
+        assert_eq!(ib.finish_turn(true, 4), vec![4]);
+
+        // Its own turn succeeded: acked then, not before.
+        ib.offer(item("f", Kind::Dm, None, false), Some(5));
+        ib.take_directed();
+        assert!(ib.finish_turn(true, 5).is_empty());
+        assert_eq!(ib.settle_steered(&["f".to_string()], true, 6), vec![5]);
+        assert_eq!(ib.counts(), (0, 0, 0));
     }
 
     #[test]

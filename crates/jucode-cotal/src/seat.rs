@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use crate::config::LaunchConfig;
 use crate::envelope::{self, CotalMessage};
 use crate::events::{self, RunHint};
-use crate::harness::{Harness, HarnessSignal, TurnFailure};
+use crate::harness::{Harness, HarnessSignal, Steered, TurnFailure};
 use crate::inbox::{self, ChannelMode, Inbox, Item, Kind, Offer};
 use crate::mesh::{ACK_WAIT, Mesh};
 use crate::presence::{self, Condition, HEARTBEAT, PresenceState, Status};
@@ -95,6 +95,27 @@ pub trait HarnessFactory: Send + Sync {
 /// The running AG-UI emitter and its stop signal.
 type Emitting = (JoinHandle<Result<()>>, tokio::sync::watch::Sender<bool>);
 
+/// A soft interrupt whose request is not answered yet.
+#[derive(Debug)]
+struct Asked {
+    /// A turn ended while the request was out: `Some(ok)` of the first such turn.
+    ended: Option<bool>,
+}
+
+/// What the interrupt task reports, in order, on one channel.
+enum SteerEvent {
+    /// The request was answered (or given up at its bound).
+    Answered {
+        ids: Vec<String>,
+        joined: std::result::Result<bool, TurnFailure>,
+    },
+    /// The turn of its own an interrupt ran as ended.
+    OwnTurnEnded {
+        ids: Vec<String>,
+        res: std::result::Result<(), TurnFailure>,
+    },
+}
+
 /// Who runs the current turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Busy {
@@ -110,7 +131,7 @@ pub(crate) struct State {
     busy: Busy,
     failures: u32,
     retry_at: Option<Instant>,
-    interrupt_pending: bool,
+    interrupt: Option<Asked>,
     interrupt_failed: bool,
     first_turn: bool,
     reconnecting: bool,
@@ -134,6 +155,25 @@ pub struct Seat {
     pub(crate) manager: crate::manager::Manager,
     /// Rung when the open-mode backstop durable was (re)created.
     backstop_kick: Notify,
+}
+
+impl State {
+    /// A turn ended: an interrupt request still out may have joined it.
+    fn note_turn_end(&mut self, ok: bool) {
+        if let Some(a) = self.interrupt.as_mut()
+            && a.ended.is_none()
+        {
+            a.ended = Some(ok);
+        }
+    }
+}
+
+async fn ack_all(acks: Vec<Acker>) {
+    for a in acks {
+        if let Err(e) = a.ack().await {
+            tracing::warn!(error = %e, "ack failed; the message will be redelivered");
+        }
+    }
 }
 
 /// Run a seat until `shutdown` resolves (control socket, SIGTERM, SIGINT).
@@ -193,7 +233,7 @@ impl Seat {
                 busy: Busy::Idle,
                 failures: 0,
                 retry_at: None,
-                interrupt_pending: false,
+                interrupt: None,
                 interrupt_failed: false,
                 first_turn: true,
                 reconnecting: false,
@@ -668,8 +708,7 @@ impl Seat {
         mut emitter: Option<Emitting>,
     ) -> Result<()> {
         let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<Result<(), TurnFailure>>();
-        let (int_tx, mut int_rx) =
-            mpsc::unbounded_channel::<(Vec<String>, Result<(), TurnFailure>)>();
+        let (int_tx, mut int_rx) = mpsc::unbounded_channel::<SteerEvent>();
         let mut signals = harness.signals();
         tokio::pin!(shutdown);
         loop {
@@ -690,7 +729,7 @@ impl Seat {
                 }
                 _ = self.kick.notified() => {}
                 Some(res) = turn_rx.recv() => self.turn_ended(res).await,
-                Some((ids, res)) = int_rx.recv() => self.interrupt_ended(ids, res),
+                Some(ev) = int_rx.recv() => self.interrupt_event(ev).await,
                 sig = signals.recv() => match sig {
                     Ok(s) => self.on_signal(s).await,
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
@@ -738,7 +777,7 @@ impl Seat {
         &self,
         harness: &Arc<dyn Harness>,
         turn_tx: &mpsc::UnboundedSender<Result<(), TurnFailure>>,
-        int_tx: &mpsc::UnboundedSender<(Vec<String>, Result<(), TurnFailure>)>,
+        int_tx: &mpsc::UnboundedSender<SteerEvent>,
     ) {
         let mut st = self.state();
         if !st.mesh_ready || st.reconnecting {
@@ -746,7 +785,10 @@ impl Seat {
         }
         match st.busy {
             Busy::Idle => {
-                if st.retry_at.is_some() || !st.inbox.wants_turn() {
+                // A turn ended while an interrupt request was out: its answer
+                // may name that turn, so no new turn starts before it.
+                let deciding = st.interrupt.as_ref().is_some_and(|a| a.ended.is_some());
+                if deciding || st.retry_at.is_some() || !st.inbox.wants_turn() {
                     return;
                 }
                 let (items, mention) = st.inbox.begin_turn();
@@ -779,26 +821,52 @@ impl Seat {
                 });
             }
             Busy::Ours | Busy::Foreign => {
-                if st.interrupt_pending || st.interrupt_failed || !st.inbox.has_directed() {
+                if st.interrupt.is_some() || st.interrupt_failed || !st.inbox.has_directed() {
                     return;
                 }
                 let items = st.inbox.take_directed();
-                st.interrupt_pending = true;
-                drop(st);
                 let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
+                st.interrupt = Some(Asked { ended: None });
+                drop(st);
                 let text = inbox::format_injection(&items);
                 let h = harness.clone();
                 let tx = int_tx.clone();
                 let limit = self.opts.interrupt_timeout;
                 tokio::spawn(async move {
-                    let res = match tokio::time::timeout(limit, h.soft_interrupt(&text)).await {
+                    let answer = match tokio::time::timeout(limit, h.soft_interrupt(&text)).await {
                         Ok(r) => r,
                         Err(_) => Err(TurnFailure {
                             code: None,
                             message: "soft interrupt timed out".into(),
                         }),
                     };
-                    let _ = tx.send((ids, res));
+                    match answer {
+                        Ok(Steered::OwnTurn { result }) => {
+                            let _ = tx.send(SteerEvent::Answered {
+                                ids: ids.clone(),
+                                joined: Ok(false),
+                            });
+                            let res = result.await.unwrap_or_else(|_| {
+                                Err(TurnFailure {
+                                    code: None,
+                                    message: "the harness dropped the interrupt's own turn".into(),
+                                })
+                            });
+                            let _ = tx.send(SteerEvent::OwnTurnEnded { ids, res });
+                        }
+                        Ok(Steered::Joined) => {
+                            let _ = tx.send(SteerEvent::Answered {
+                                ids,
+                                joined: Ok(true),
+                            });
+                        }
+                        Err(f) => {
+                            let _ = tx.send(SteerEvent::Answered {
+                                ids,
+                                joined: Err(f),
+                            });
+                        }
+                    }
                 });
             }
         }
@@ -824,7 +892,7 @@ impl Seat {
         let acks = {
             let mut st = self.state();
             st.busy = Busy::Idle;
-            st.interrupt_pending = false;
+            st.note_turn_end(res.is_ok());
             match &res {
                 Ok(()) => {
                     st.failures = 0;
@@ -834,58 +902,92 @@ impl Seat {
                 }
                 Err(f) => {
                     st.inbox.finish_turn(false, now);
-                    if let Some(code) = &f.code {
-                        st.presence.condition =
-                            Some(Condition::from_native(code, Some(f.message.clone()), now));
-                    }
-                    st.failures += 1;
-                    if st.failures >= self.opts.max_failures {
-                        let n = st.inbox.abandon_queue();
-                        tracing::error!(
-                            failures = st.failures,
-                            dropped = n,
-                            "giving up on the held batch; it stays un-acked"
-                        );
-                        st.failures = 0;
-                        st.retry_at = None;
-                        st.presence.set_status(Status::Idle, now);
-                    } else {
-                        let factor = 1u32 << (st.failures - 1).min(16);
-                        let delay = (self.opts.retry_base * factor).min(self.opts.retry_max);
-                        st.retry_at = Some(Instant::now() + delay);
-                        st.presence.set_status(Status::Waiting, now);
-                        tracing::warn!(error = %f.message, retry_in_ms = delay.as_millis() as u64, "turn failed; batch held un-acked");
-                    }
+                    self.hold_after_failure(&mut st, f, now, true);
                     Vec::new()
                 }
             }
         };
         self.hint(RunHint::TurnEnded { ok: res.is_ok() });
-        for a in acks {
-            if let Err(e) = a.ack().await {
-                tracing::warn!(error = %e, "ack failed; the message will be redelivered");
-            }
-        }
+        ack_all(acks).await;
         self.touch_presence();
     }
 
-    fn interrupt_ended(&self, ids: Vec<String>, res: Result<(), TurnFailure>) {
-        let mut st = self.state();
-        st.interrupt_pending = false;
-        match res {
-            Ok(()) => {
-                if st.busy == Busy::Idle {
-                    // The turn ended before the interrupt was acknowledged: the
-                    // items ride the next turn instead.
-                    st.inbox.return_to_queue(&ids);
+    /// A turn carrying a held batch failed: relay its code, back off, and
+    /// after `max_failures` give the queue up un-acked. `idle`: no other turn
+    /// runs, so presence shows the wait.
+    fn hold_after_failure(&self, st: &mut State, f: &TurnFailure, now: u64, idle: bool) {
+        if let Some(code) = &f.code {
+            st.presence.condition =
+                Some(Condition::from_native(code, Some(f.message.clone()), now));
+        }
+        st.failures += 1;
+        if st.failures >= self.opts.max_failures {
+            let n = st.inbox.abandon_queue();
+            tracing::error!(
+                failures = st.failures,
+                dropped = n,
+                "giving up on the held batch; it stays un-acked"
+            );
+            st.failures = 0;
+            st.retry_at = None;
+            if idle {
+                st.presence.set_status(Status::Idle, now);
+            }
+        } else {
+            let factor = 1u32 << (st.failures - 1).min(16);
+            let delay = (self.opts.retry_base * factor).min(self.opts.retry_max);
+            st.retry_at = Some(Instant::now() + delay);
+            if idle {
+                st.presence.set_status(Status::Waiting, now);
+            }
+            tracing::warn!(error = %f.message, retry_in_ms = delay.as_millis() as u64, "turn failed; batch held un-acked");
+        }
+    }
+
+    /// A soft interrupt's outcome: its messages are acked only once the turn
+    /// that carried them is known to have succeeded.
+    async fn interrupt_event(&self, ev: SteerEvent) {
+        let now = now_ms();
+        let acks = {
+            let mut st = self.state();
+            match ev {
+                SteerEvent::Answered { ids, joined } => {
+                    let ended = st.interrupt.take().and_then(|a| a.ended);
+                    match joined {
+                        // Joined the turn that has ended since: its result decides.
+                        Ok(true) => match ended {
+                            Some(ok) => st.inbox.settle_steered(&ids, ok, now),
+                            None if st.busy != Busy::Idle => {
+                                st.inbox.join_turn(&ids);
+                                Vec::new()
+                            }
+                            None => {
+                                st.inbox.return_to_queue(&ids);
+                                Vec::new()
+                            }
+                        },
+                        // Runs as its own turn: held until that turn's result.
+                        Ok(false) => Vec::new(),
+                        Err(f) => {
+                            tracing::info!(reason = %f.message, "soft interrupt refused; messages wait for the next turn");
+                            st.interrupt_failed = true;
+                            st.inbox.return_to_queue(&ids);
+                            Vec::new()
+                        }
+                    }
+                }
+                SteerEvent::OwnTurnEnded { ids, res } => {
+                    let acks = st.inbox.settle_steered(&ids, res.is_ok(), now);
+                    if let Err(f) = &res {
+                        let idle = st.busy == Busy::Idle;
+                        self.hold_after_failure(&mut st, f, now, idle);
+                    }
+                    acks
                 }
             }
-            Err(f) => {
-                tracing::info!(reason = %f.message, "soft interrupt refused; messages wait for the next turn");
-                st.interrupt_failed = true;
-                st.inbox.return_to_queue(&ids);
-            }
-        }
+        };
+        ack_all(acks).await;
+        self.touch_presence();
     }
 
     async fn on_signal(&self, sig: HarnessSignal) {
@@ -908,7 +1010,7 @@ impl Seat {
                 HarnessSignal::TurnEnded { ok } => {
                     if st.busy == Busy::Foreign {
                         st.busy = Busy::Idle;
-                        st.interrupt_pending = false;
+                        st.note_turn_end(ok);
                         acks = st.inbox.finish_turn(ok, now);
                         hint = Some(RunHint::TurnEnded { ok });
                     }
@@ -924,11 +1026,7 @@ impl Seat {
         if let Some(h) = hint {
             self.hint(h);
         }
-        for a in acks {
-            if let Err(e) = a.ack().await {
-                tracing::warn!(error = %e, "ack failed; the message will be redelivered");
-            }
-        }
+        ack_all(acks).await;
         self.touch_presence();
         self.kick();
     }

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::json;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, oneshot};
 
-use crate::harness::{Harness, HarnessSignal, JournalSource, TurnFailure};
+use crate::harness::{Harness, HarnessSignal, JournalSource, Steered, TurnFailure};
 use crate::seat::{HarnessContext, HarnessFactory};
 use crate::{Error, Result};
 
@@ -33,15 +33,25 @@ struct Inner {
     turns: Vec<String>,
     interrupts: Vec<String>,
     refuse_interrupts: bool,
+    /// Interrupt requests wait for [`Scripted::answer_interrupt`] before they are decided.
+    hold_interrupts: bool,
+    /// A turn runs now (an interrupt decided now joins it).
+    running: bool,
+    /// Interrupts that missed their turn and ran as turns of their own.
+    own_turns: usize,
     journal: Option<JournalSource>,
     line: u64,
 }
 
 /// The scripted agent: records what it is sent, writes a jcode-shaped journal.
+/// Like the jcode harness, one turn runs at a time, and a soft interrupt decided
+/// while no turn runs becomes a turn of its own (taking the next [`Step`]).
 #[derive(Clone)]
 pub struct Scripted {
     inner: Arc<Mutex<Inner>>,
     release: Arc<Notify>,
+    answer: Arc<Notify>,
+    turn_lock: Arc<tokio::sync::Mutex<()>>,
     signals: broadcast::Sender<HarnessSignal>,
     pub context: Arc<Mutex<Option<HarnessContext>>>,
 }
@@ -57,6 +67,8 @@ impl Scripted {
         Scripted {
             inner: Arc::default(),
             release: Arc::new(Notify::new()),
+            answer: Arc::new(Notify::new()),
+            turn_lock: Arc::default(),
             signals: broadcast::channel(64).0,
             context: Arc::default(),
         }
@@ -75,6 +87,22 @@ impl Scripted {
     }
     pub fn release(&self) {
         self.release.notify_one();
+    }
+    /// Hold every later interrupt request unanswered until [`Scripted::answer_interrupt`].
+    pub fn hold_interrupts(&self, hold: bool) {
+        self.lock().hold_interrupts = hold;
+    }
+    /// Decide one held interrupt request (against whether a turn runs at that moment).
+    pub fn answer_interrupt(&self) {
+        self.answer.notify_one();
+    }
+    /// Whether a turn runs now.
+    pub fn running(&self) -> bool {
+        self.lock().running
+    }
+    /// How many interrupts ran as turns of their own.
+    pub fn own_turns(&self) -> usize {
+        self.lock().own_turns
     }
     pub fn turns(&self) -> Vec<String> {
         self.lock().turns.clone()
@@ -109,32 +137,61 @@ impl Scripted {
 #[async_trait]
 impl Harness for Scripted {
     async fn send_turn(&self, text: &str) -> Result<(), TurnFailure> {
+        let _turn = self.turn_lock.lock().await;
         let step = {
             let mut g = self.lock();
             g.turns.push(text.to_string());
+            g.running = true;
             g.steps.pop_front().unwrap_or(Step::Succeed)
         };
         self.journal_line("user", text);
-        match step {
-            Step::Succeed => {}
-            Step::Hold => self.release.notified().await,
-            Step::Fail { code, message } => return Err(TurnFailure { code, message }),
+        let res = match step {
+            Step::Succeed => Ok(()),
+            Step::Hold => {
+                self.release.notified().await;
+                Ok(())
+            }
+            Step::Fail { code, message } => Err(TurnFailure { code, message }),
+        };
+        if res.is_ok() {
+            let n = self.lock().turns.len();
+            self.journal_line("assistant", &format!("done with turn {n}"));
         }
-        let n = self.lock().turns.len();
-        self.journal_line("assistant", &format!("done with turn {n}"));
-        Ok(())
+        self.lock().running = false;
+        res
     }
 
-    async fn soft_interrupt(&self, text: &str) -> Result<(), TurnFailure> {
-        let mut g = self.lock();
-        if g.refuse_interrupts {
-            return Err(TurnFailure {
-                code: None,
-                message: "refused".into(),
-            });
+    async fn soft_interrupt(&self, text: &str) -> Result<Steered, TurnFailure> {
+        let hold = {
+            let mut g = self.lock();
+            if g.refuse_interrupts {
+                return Err(TurnFailure {
+                    code: None,
+                    message: "refused".into(),
+                });
+            }
+            g.interrupts.push(text.to_string());
+            g.hold_interrupts
+        };
+        if hold {
+            self.answer.notified().await;
         }
-        g.interrupts.push(text.to_string());
-        Ok(())
+        if self.lock().running {
+            return Ok(Steered::Joined);
+        }
+        // The turn it was meant for is over: run it as a turn of its own,
+        // signalled like a turn the seat did not start (as the jcode harness does).
+        self.lock().own_turns += 1;
+        let (tx, rx) = oneshot::channel();
+        let me = self.clone();
+        let text = text.to_string();
+        tokio::spawn(async move {
+            me.signal(HarnessSignal::TurnStarted);
+            let res = me.send_turn(&text).await;
+            me.signal(HarnessSignal::TurnEnded { ok: res.is_ok() });
+            let _ = tx.send(res);
+        });
+        Ok(Steered::OwnTurn { result: rx })
     }
 
     fn signals(&self) -> broadcast::Receiver<HarnessSignal> {

@@ -1,7 +1,8 @@
 //! The mesh side against a real nats-server (JetStream, loopback): manager
 //! contract digests and local argument checks, the open-mode `dlv_` backstop,
-//! the user-auth bearer refreshed on reconnect, a broker outage mid-run, and a
-//! crash between the frames of one journal record.
+//! the user-auth bearer refreshed on reconnect, a broker outage mid-run, a
+//! crash between the frames of one journal record, and DMs carried by soft
+//! interrupts acked only after the turn that carried them succeeded.
 //!
 //! Needs nats-server ≥ 2.12 (`scripts/install-nats.sh`; the tests fail naming
 //! it when the binary is missing). Run:
@@ -111,6 +112,31 @@ impl Peer {
             .unwrap()
             .await
             .unwrap();
+    }
+
+    /// A DM from bob to alice, stored through JetStream.
+    async fn dm_stored(&self, id: &str, text: &str) {
+        let msg = json!({"id": id, "ts": 1.0, "space": "dev", "from": {"id": "local.bob", "name": "bob"},
+            "to": "local.alice", "parts": [{"kind": "text", "text": text}]});
+        let mut h = async_nats::HeaderMap::new();
+        h.insert("Nats-Msg-Id", id);
+        self.js
+            .publish_with_headers(
+                "cotal.dev.inst.local.alice.local.bob",
+                h,
+                msg.to_string().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+
+    /// DMs delivered to alice's durable and not acked yet.
+    async fn dm_unacked(&self) -> u64 {
+        self.consumer_info("DM_dev", &format!("dm_local-alice-{UID}"))
+            .await
+            .map_or(u64::MAX, |i| i.num_ack_pending as u64)
     }
 
     async fn presence(&self) -> Option<Value> {
@@ -824,5 +850,125 @@ async fn a_crash_between_the_frames_of_one_record_loses_and_repeats_nothing() {
         "frame 3 was recorded by the first start and stored as recorded"
     );
     assert_eq!(pending_in_wal(&ws.path().join(".cotal/events")), "null");
+    server.stop().await;
+}
+
+// ---- 6. soft interrupts: acked only after the turn that carried them -------------------------
+
+/// Seat options whose interrupt bound never fires while a test holds a request.
+fn patient() -> jucode_cotal::seat::SeatOptions {
+    jucode_cotal::seat::SeatOptions {
+        interrupt_timeout: GUARD,
+        ..opts()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_whose_interrupt_ran_as_a_failed_turn_of_its_own_is_not_acked_and_is_carried_again() {
+    let server = nats_with(&[]).await;
+    let peer = Peer::connect(&server.url).await;
+    let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
+    let h = Scripted::new();
+    h.push(Step::Hold); // the busy turn
+    h.push(Step::Fail {
+        code: Some("overloaded".into()),
+        message: "529".into(),
+    }); // the interrupt's own turn
+    h.push(Step::Hold); // the turn that carries it again
+    let seat = SeatProc::start(cfg, h.clone(), patient());
+    until("presence", || async { peer.presence().await.is_some() }).await;
+
+    peer.dm_stored("m1", "start working").await;
+    until("the busy turn", || async { h.running() }).await;
+    h.hold_interrupts(true);
+    peer.dm_stored("m2", "steer me").await;
+    until("the soft interrupt is asked", || async {
+        !h.interrupts().is_empty()
+    })
+    .await;
+    assert!(h.interrupts()[0].contains("steer me"));
+
+    // The busy turn ends before the interrupt is answered, so the interrupt
+    // misses it and runs as its own turn, which fails.
+    h.release();
+    until("the busy turn ended", || async { !h.running() }).await;
+    h.hold_interrupts(false);
+    h.answer_interrupt();
+    // Carried again either by the seat's retry turn or, when the seat still
+    // saw the failed turn running, by a second interrupt's own turn.
+    until(
+        "the DM is carried again after its own turn failed",
+        || async { h.turns().len() >= 3 },
+    )
+    .await;
+    let turns = h.turns();
+    assert!(h.own_turns() >= 1);
+    assert!(turns[1].contains("steer me"), "{}", turns[1]);
+    assert!(!turns[1].contains("start working"));
+    assert!(turns[2].contains("steer me"), "{}", turns[2]);
+    until("m1 acked with the busy turn", || async {
+        peer.dm_unacked().await <= 1
+    })
+    .await;
+    assert_eq!(
+        peer.dm_unacked().await,
+        1,
+        "the DM whose own turn failed stays un-acked while it is carried again"
+    );
+
+    h.release();
+    until("acked after the later successful turn", || async {
+        peer.dm_unacked().await == 0
+    })
+    .await;
+    let carried: usize = h
+        .turns()
+        .iter()
+        .map(|t| t.matches("steer me").count())
+        .sum();
+    assert_eq!(carried, 2, "its own failed turn and the one that succeeded");
+    seat.shutdown().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_injected_into_the_running_turn_is_acked_once_with_that_turn() {
+    let server = nats_with(&[]).await;
+    let peer = Peer::connect(&server.url).await;
+    let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
+    let h = Scripted::new();
+    h.push(Step::Hold);
+    let seat = SeatProc::start(cfg, h.clone(), patient());
+    until("presence", || async { peer.presence().await.is_some() }).await;
+
+    peer.dm_stored("m1", "start working").await;
+    until("the busy turn", || async { h.running() }).await;
+    h.hold_interrupts(true);
+    peer.dm_stored("m2", "steer me").await;
+    until("the soft interrupt is asked", || async {
+        !h.interrupts().is_empty()
+    })
+    .await;
+    // Answered while the turn runs: it joins that turn.
+    h.answer_interrupt();
+    until("both delivered", || async { peer.dm_unacked().await == 2 }).await;
+    h.release();
+    until("both acked with the turn", || async {
+        peer.dm_unacked().await == 0
+    })
+    .await;
+    until("idle", || async {
+        peer.presence().await.is_some_and(|p| p["status"] == "idle")
+    })
+    .await;
+    assert_eq!(h.own_turns(), 0);
+    assert_eq!(h.turns().len(), 1, "the injected DM started no turn");
+    assert_eq!(h.interrupts().len(), 1, "injected once");
+    let info = peer
+        .consumer_info("DM_dev", &format!("dm_local-alice-{UID}"))
+        .await
+        .unwrap();
+    assert_eq!(info.num_redelivered, 0, "acked once, never redelivered");
+    seat.shutdown().unwrap();
     server.stop().await;
 }

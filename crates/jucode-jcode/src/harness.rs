@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use jucode_cotal::harness::{Harness, HarnessSignal, JournalSource, TurnFailure};
+use jucode_cotal::harness::{Harness, HarnessSignal, JournalSource, Steered, TurnFailure};
 use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -764,7 +764,7 @@ impl Harness for JcodeHarness {
         self.shared.turn(text, |_| false).await.map(drop)
     }
 
-    async fn soft_interrupt(&self, text: &str) -> std::result::Result<(), TurnFailure> {
+    async fn soft_interrupt(&self, text: &str) -> std::result::Result<Steered, TurnFailure> {
         let fail = |m: String| TurnFailure {
             code: None,
             message: m,
@@ -791,6 +791,8 @@ impl Harness for JcodeHarness {
             );
             let me = sh.clone();
             let text = text.to_string();
+            // The seat acks the text's messages only on this turn's result.
+            let (tx, rx) = tokio::sync::oneshot::channel();
             tokio::spawn(async move {
                 me.signal(HarnessSignal::TurnStarted);
                 let res = me.turn(&text, |_| false).await;
@@ -798,8 +800,9 @@ impl Harness for JcodeHarness {
                     me.log.private(&format!("steering turn: {}", f.message));
                 }
                 me.signal(HarnessSignal::TurnEnded { ok: res.is_ok() });
+                let _ = tx.send(res.map(drop));
             });
-            return Ok(());
+            return Ok(Steered::OwnTurn { result: rx });
         }
         // Decided when dropped, also if the seat gives up on this call mid-request.
         let mut guard = InFlight {
@@ -817,7 +820,7 @@ impl Harness for JcodeHarness {
             guard.accepted = Some(text.to_string());
         }
         drop(guard);
-        res.map(drop)
+        res.map(|_| Steered::Joined)
     }
 
     fn signals(&self) -> broadcast::Receiver<HarnessSignal> {
