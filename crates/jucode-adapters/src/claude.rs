@@ -24,7 +24,9 @@ use crate::child::{ChildProc, Input, Spawn};
 use crate::claude_elicit::Elicitation;
 use crate::claude_extras as extras;
 use crate::claude_runs::{self, Runs};
-use crate::turns::{Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of};
+use crate::turns::{
+    Answer, Approvals, Image, Message, Queue, Sink, Taken, hunk_choice, load_image, mode_of,
+};
 use crate::{
     AdapterConfig, EngineOptions, claude_tool_name, error, event, info, status, text_of, truncate,
 };
@@ -185,6 +187,10 @@ struct Permission {
     tool_name: String,
     input: Value,
     suggestions: Vec<Value>,
+    /// A file edit's hunks, to apply only some of them.
+    edit: Option<crate::claude_hunks::EditCard>,
+    /// The card as shown, to show again when an answer is refused.
+    shown: Value,
 }
 
 struct Claude {
@@ -488,9 +494,9 @@ impl Claude {
                 return self.command(text.to_string()).await;
             }
             "interrupt" => return self.interrupt().await,
-            "approve" => match Answer::from_op(&op) {
-                Ok(answer) => return self.approve(answer).await,
-                Err(e) => Err(e),
+            "approve" => match (Answer::from_op(&op), hunk_choice(&op)) {
+                (Ok(answer), Ok(hunks)) => return self.approve(answer, hunks).await,
+                (Err(e), _) | (_, Err(e)) => Err(e),
             },
             "set_approval_mode" => match mode_of(&op) {
                 Ok(mode) => return self.set_mode(mode, input).await,
@@ -823,7 +829,7 @@ impl Claude {
             .await
     }
 
-    async fn approve(&mut self, answer: Answer) -> bool {
+    async fn approve(&mut self, answer: Answer, hunks: Option<Vec<String>>) -> bool {
         match self.elicitations.take(&answer.call_id) {
             Taken::Open(e) => return self.answer_elicitation(answer, e).await,
             Taken::AlreadyAnswered => return true,
@@ -841,19 +847,45 @@ impl Claude {
                     .await;
             }
         };
-        let body = if answer.allow {
-            let mut body = json!({"behavior": "allow", "updatedInput": permission.input});
-            if answer.always {
-                let destination = match answer.always_scope.as_deref() {
-                    Some("project") => "localSettings",
-                    Some("user") => "userSettings",
-                    _ => "session",
-                };
-                body["updatedPermissions"] = json!([always_rule(&permission, destination)]);
+        let mut input = Some(permission.input.clone());
+        if let (Some(ids), true) = (&hunks, answer.allow) {
+            let chosen = match (&permission.edit, answer.always) {
+                (_, true) => Err("hunks cannot be combined with always".to_string()),
+                (None, _) => Err(format!(
+                    "{} is not a file edit; hunks apply to edits only",
+                    answer.call_id
+                )),
+                (Some(edit), _) => edit.input_for(&permission.tool_name, &permission.input, ids),
+            };
+            match chosen {
+                Ok(chosen) => input = chosen,
+                Err(message) => {
+                    // The card stays open (the daemon dropped it when the answer went out).
+                    let card = permission.shown.clone();
+                    self.approvals.open(answer.call_id, permission);
+                    return self.emit(error(message)).await
+                        && self.emit(event("approval_request", card)).await;
+                }
             }
-            body
-        } else {
-            json!({"behavior": "deny", "message": "The user denied this tool call."})
+        }
+        let body = match input {
+            Some(input) if answer.allow => {
+                let mut body = json!({"behavior": "allow", "updatedInput": input});
+                if answer.always {
+                    let destination = match answer.always_scope.as_deref() {
+                        Some("project") => "localSettings",
+                        Some("user") => "userSettings",
+                        _ => "session",
+                    };
+                    body["updatedPermissions"] = json!([always_rule(&permission, destination)]);
+                }
+                body
+            }
+            // Allowed with none of its hunks: nothing of the edit is made.
+            None => {
+                json!({"behavior": "deny", "message": "The user applied none of this edit's changes."})
+            }
+            Some(_) => json!({"behavior": "deny", "message": "The user denied this tool call."}),
         };
         self.respond(&permission.request_id, body).await;
         true
@@ -1213,14 +1245,24 @@ impl Claude {
         let summary = summarize(tool, &input, request);
         let mut roots = vec![self.cwd.clone()];
         roots.extend(self.extra_dirs.iter().cloned());
-        let hunks = crate::claude_hunks::for_tool(tool, &input, &self.cwd, &roots)
-            .map(|h| serde_json::to_value(h).unwrap_or(Value::Null))
+        let edit = crate::claude_hunks::for_tool(tool, &input, &self.cwd, &roots);
+        let hunks = edit
+            .as_ref()
+            .map(|e| serde_json::to_value(&e.hunks).unwrap_or(Value::Null))
             .unwrap_or(Value::Null);
         let suggestions = request
             .get("permission_suggestions")
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
+        let shown = json!({
+            "call_id": call_id,
+            "name": name,
+            "summary": summary,
+            "subagent_id": request.get("agent_id").and_then(Value::as_str),
+            "hunks": hunks,
+            "scopes": ["session", "project", "user"],
+        });
         self.approvals.open(
             call_id.clone(),
             Permission {
@@ -1228,19 +1270,11 @@ impl Claude {
                 tool_name: tool.to_string(),
                 input,
                 suggestions,
+                edit,
+                shown: shown.clone(),
             },
         );
-        let card = event(
-            "approval_request",
-            json!({
-                "call_id": call_id,
-                "name": name,
-                "summary": summary,
-                "subagent_id": request.get("agent_id").and_then(Value::as_str),
-                "hunks": hunks,
-                "scopes": ["session", "project", "user"],
-            }),
-        );
+        let card = event("approval_request", shown);
         self.emit(card).await
     }
 
@@ -1846,6 +1880,8 @@ mod tests {
             request_id: "r".into(),
             tool_name: "Bash".into(),
             input: json!({}),
+            edit: None,
+            shown: json!({}),
             suggestions: vec![
                 json!({"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"touch x"}],"behavior":"allow","destination":"localSettings"}),
             ],

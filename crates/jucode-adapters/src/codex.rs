@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 
 use crate::child::{ChildProc, Input, Spawn, inside};
 use crate::codex_agents::{Agents, strings_in};
-use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, mode_of};
+use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, hunk_choice, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
 const JUCODE_ONLY: &[&str] = &["/rewind", "/tree", "/checkpoint", "/branch", "/trust"];
@@ -1538,20 +1538,6 @@ fn answer_body(kind: &Kind, answer: &Answer) -> Result<Value, String> {
             }
         }
     })
-}
-
-/// An `approve` op's `hunks`: absent, or a list of hunk ids.
-fn hunk_choice(op: &Object) -> Result<Option<Vec<String>>, String> {
-    match op.get("hunks") {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|h| h.as_str().map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .map(Some)
-            .ok_or_else(|| "hunks must be an array of hunk id strings".into()),
-        Some(_) => Err("hunks must be an array of hunk id strings".into()),
-    }
 }
 
 /// Why a `*/login/completed` notification says the sign-in failed; `None` when it succeeded.

@@ -1,5 +1,5 @@
 //! Subagents Codex saved before this process, read from its rollouts
-//! (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread>.jsonl`).
+//! (`$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread>.jsonl`, or `.jsonl.zst`).
 //!
 //! A subagent's rollout opens with a `session_meta` naming its parent thread
 //! (`parent_thread_id`, or `source.subagent.thread_spawn.parent_thread_id`). The children of a
@@ -30,7 +30,7 @@ fn uuid7_ms(id: &str) -> Option<u64> {
 
 /// The thread id at the end of a rollout's file name.
 fn file_thread(path: &Path) -> Option<&str> {
-    let name = path.file_name()?.to_str()?.strip_suffix(".jsonl")?;
+    let name = crate::history::rollout_stem(path.file_name()?.to_str()?)?;
     name.get(name.len().checked_sub(36)?..)
 }
 
@@ -330,5 +330,48 @@ mod tests {
         let path =
             Path::new("/x/rollout-2026-11-29T10-00-00-019ad0c2-2000-7000-8000-000000000002.jsonl");
         assert_eq!(file_thread(path), Some(CHILD));
+        let zst = Path::new(
+            "/x/rollout-2026-11-29T10-00-00-019ad0c2-2000-7000-8000-000000000002.jsonl.zst",
+        );
+        assert_eq!(file_thread(zst), Some(CHILD));
+    }
+
+    #[test]
+    fn compressed_rollouts_are_read_like_plain_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        rollout(
+            home,
+            PARENT,
+            &[json!({"type":"session_meta","payload":{"id":PARENT,"source":"cli"}})],
+        );
+        let lines = [
+            child_meta(CHILD, PARENT, "Ada"),
+            json!({"type":"event_msg","payload":{"type":"task_started"}}),
+            json!({"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"total_tokens":7}}}}),
+            json!({"type":"event_msg","payload":{"type":"task_complete"}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(
+            home.join(format!(
+                "sessions/2026/11/29/rollout-2026-11-29T10-00-01-{CHILD}.jsonl.zst"
+            )),
+            crate::history::tests::zstd_frames(&text),
+        )
+        .unwrap();
+        let agents = saved_children(home, PARENT);
+        assert_eq!(agents.len(), 1);
+        assert_eq!(
+            (agents[0].id.as_str(), agents[0].label.as_str()),
+            (CHILD, "Ada")
+        );
+        assert_eq!(
+            (agents[0].status.as_str(), agents[0].tokens),
+            ("completed", 7)
+        );
+        assert_eq!(
+            saved_names(home, CHILD),
+            (Some("Ada".to_string()), Some("explorer".to_string()))
+        );
     }
 }

@@ -1,16 +1,18 @@
 //! Conversations the engines saved on disk: Claude Code's transcripts
 //! (`~/.claude/projects/<munged cwd>/<session>.jsonl`) and Codex's rollouts
-//! (`~/.codex/sessions/YYYY/MM/DD/rollout-…-<thread>.jsonl`).
+//! (`~/.codex/sessions/YYYY/MM/DD/rollout-…-<thread>.jsonl`, or `.jsonl.zst` when a newer
+//! Codex saved it zstd-compressed).
 //!
 //! Used for `session_history`, for `session_open` of a conversation the daemon never hosted, and
 //! for the transcript a reopened session starts from. The files are the engines' own and change
 //! between versions: every line is read leniently and a line that does not fit is skipped.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 use jucode_protocol::serve::TranscriptItem;
+use ruzstd::decoding::{FrameDecoder, StreamingDecoder};
 use serde_json::Value;
 
 use crate::{claude_tool_name, text_of, truncate};
@@ -32,13 +34,132 @@ pub fn saved_conversations(engine: &str, cwd: &Path, user_home: &Path) -> Vec<Sa
     out
 }
 
+/// How far a compressed rollout is read: past this many decompressed bytes it is cut off, so
+/// a hostile file (a zstd bomb) costs bounded time.
+const MAX_DECOMPRESSED: u64 = 1 << 30;
+/// The longest line kept; the rest of a longer one is skipped without being held in memory.
+const MAX_LINE: u64 = 64 << 20;
+/// The largest zstd window accepted (the decoder allocates it up front).
+const MAX_WINDOW: u64 = 64 << 20;
+
+/// The JSON lines of a saved file (plain, or zstd-compressed when it ends in `.zst`); lines
+/// that are not JSON or are longer than [`MAX_LINE`] are skipped, a read error ends them.
 pub(crate) fn lines(path: &Path) -> impl Iterator<Item = Value> {
-    std::fs::File::open(path)
-        .ok()
-        .map(BufReader::new)
-        .into_iter()
-        .flat_map(|r| r.lines().map_while(Result::ok))
-        .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+    bounded_lines(path, MAX_DECOMPRESSED, MAX_LINE)
+}
+
+fn bounded_lines(path: &Path, max_total: u64, max_line: u64) -> impl Iterator<Item = Value> {
+    let reader = open(path, max_total);
+    let mut lines = JsonLines { reader, max_line };
+    std::iter::from_fn(move || lines.next_value())
+}
+
+fn open(path: &Path, max_total: u64) -> Option<Box<dyn BufRead>> {
+    let file = BufReader::new(std::fs::File::open(path).ok()?);
+    if path.extension().and_then(|e| e.to_str()) != Some("zst") {
+        return Some(Box::new(file));
+    }
+    let frames = ZstdFrames::new(file).ok()?;
+    Some(Box::new(BufReader::new(frames.take(max_total))))
+}
+
+struct JsonLines {
+    reader: Option<Box<dyn BufRead>>,
+    max_line: u64,
+}
+
+impl JsonLines {
+    fn next_value(&mut self) -> Option<Value> {
+        loop {
+            let reader = self.reader.as_mut()?;
+            let mut line = Vec::new();
+            let read = reader.take(self.max_line).read_until(b'\n', &mut line);
+            match read {
+                Ok(0) | Err(_) => {
+                    self.reader = None;
+                    return None;
+                }
+                Ok(_) => {}
+            }
+            if !line.ends_with(b"\n") && line.len() as u64 == self.max_line {
+                if !skip_line(reader) {
+                    self.reader = None;
+                }
+                continue;
+            }
+            if let Ok(value) = serde_json::from_slice(&line) {
+                return Some(value);
+            }
+        }
+    }
+}
+
+/// Consumes the rest of an over-long line; false at its end of input or on an error.
+fn skip_line(reader: &mut dyn BufRead) -> bool {
+    loop {
+        let Ok(buf) = reader.fill_buf() else {
+            return false;
+        };
+        if buf.is_empty() {
+            return false;
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(at) => {
+                reader.consume(at + 1);
+                return true;
+            }
+            None => {
+                let len = buf.len();
+                reader.consume(len);
+            }
+        }
+    }
+}
+
+/// A zstd stream of one or more frames (a writer that flushes by frames leaves several).
+struct ZstdFrames<R: BufRead> {
+    decoder: Option<StreamingDecoder<R, FrameDecoder>>,
+}
+
+impl<R: BufRead> ZstdFrames<R> {
+    fn new(source: R) -> Result<Self, ruzstd::decoding::errors::FrameDecoderError> {
+        let decoder = StreamingDecoder::new_with_max_window_size(source, MAX_WINDOW)?;
+        Ok(ZstdFrames {
+            decoder: Some(decoder),
+        })
+    }
+}
+
+impl<R: BufRead> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let Some(decoder) = self.decoder.as_mut() else {
+                return Ok(0);
+            };
+            let n = decoder.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            // This frame is done: decode the next one, if any follows.
+            let Some(done) = self.decoder.take() else {
+                return Ok(0);
+            };
+            let (mut source, frame) = done.into_parts();
+            if source.fill_buf()?.is_empty() {
+                return Ok(0);
+            }
+            let next =
+                StreamingDecoder::new_with_decoder(source, frame).map_err(std::io::Error::other)?;
+            self.decoder = Some(next);
+        }
+    }
+}
+
+/// A rollout file's name without its `.jsonl` / `.jsonl.zst` ending, when it is one.
+pub(crate) fn rollout_stem(name: &str) -> Option<&str> {
+    name.strip_suffix(".jsonl.zst")
+        .or_else(|| name.strip_suffix(".jsonl"))
+        .filter(|stem| stem.starts_with("rollout-"))
 }
 
 fn mtime_ms(path: &Path) -> u64 {
@@ -261,7 +382,7 @@ pub(crate) fn rollouts(codex_home: &Path) -> impl Iterator<Item = PathBuf> {
         .filter(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(".jsonl"))
+                .is_some_and(|n| rollout_stem(n).is_some())
         })
 }
 
@@ -324,10 +445,11 @@ fn codex_conversations(codex_home: &Path, cwd: &Path) -> Vec<SavedConversation> 
 
 /// Where Codex saved thread `thread`, if it did.
 pub fn codex_rollout_path(codex_home: &Path, thread: &str) -> Option<PathBuf> {
-    let suffix = format!("-{thread}.jsonl");
+    let suffix = format!("-{thread}");
     rollouts(codex_home).find(|p| {
         p.file_name()
             .and_then(|n| n.to_str())
+            .and_then(rollout_stem)
             .is_some_and(|n| n.ends_with(&suffix))
     })
 }
@@ -388,7 +510,7 @@ pub fn codex_transcript(path: &Path) -> Vec<TranscriptItem> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -470,5 +592,119 @@ mod tests {
             Some(file)
         );
         assert!(saved_conversations("codex", Path::new("/srv/w/y"), home.path()).is_empty());
+    }
+
+    /// `text` as a zstd stream of two frames (split at a line), as a frame-flushing writer
+    /// leaves it.
+    pub(crate) fn zstd_frames(text: &str) -> Vec<u8> {
+        use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+        let cut = text[..text.len() / 2].rfind('\n').map_or(0, |at| at + 1);
+        let mut out = compress_to_vec(&text.as_bytes()[..cut], CompressionLevel::Fastest);
+        out.extend(compress_to_vec(
+            &text.as_bytes()[cut..],
+            CompressionLevel::Fastest,
+        ));
+        out
+    }
+
+    fn codex_lines() -> Vec<Value> {
+        vec![
+            json!({"type":"session_meta","payload":{"id":"01b3","cwd":"/srv/w/z"}}),
+            json!({"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"RUN: echo hi"}]}}),
+            json!({"type":"response_item","payload":{"type":"function_call","name":"exec_command","call_id":"c1"}}),
+            json!({"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"hi"}}),
+            json!({"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"tool said: hi"}]}}),
+        ]
+    }
+
+    fn jsonl(lines: &[Value]) -> String {
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn compressed_codex_rollouts_are_listed_and_read() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join(".codex/sessions/2026/11/30");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("rollout-2026-11-30T08-00-00-01b3.jsonl.zst");
+        let compressed = zstd_frames(&jsonl(&codex_lines()));
+        assert_ne!(&compressed[..4], b"{\"ty");
+        std::fs::write(&file, compressed).unwrap();
+        let found = saved_conversations("codex", Path::new("/srv/w/z"), home.path());
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].session, "01b3");
+        assert_eq!(found[0].title, "RUN: echo hi");
+        assert_eq!(found[0].entries, 2);
+        assert_eq!(
+            codex_rollout_path(&home.path().join(".codex"), "01b3"),
+            Some(file.clone())
+        );
+        assert_eq!(
+            codex_transcript(&file),
+            vec![
+                TranscriptItem::User {
+                    content: "RUN: echo hi".into(),
+                    images: vec![]
+                },
+                TranscriptItem::Tool {
+                    name: "bash".into(),
+                    output: "hi".into()
+                },
+                TranscriptItem::Assistant {
+                    content: "tool said: hi".into()
+                },
+            ]
+        );
+        // Not a rollout of its own: a `.zst` that is not `.jsonl.zst`.
+        std::fs::write(dir.join("rollout-2026-11-30T09-00-00-01c4.json.zst"), b"x").unwrap();
+        assert_eq!(
+            codex_rollout_path(&home.path().join(".codex"), "01c4"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_compressed_file_is_read_only_up_to_its_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rollout-x.jsonl.zst");
+        let lines = codex_lines();
+        let text = jsonl(&lines);
+        std::fs::write(&file, zstd_frames(&text)).unwrap();
+        assert_eq!(lines_of(&file, u64::MAX, u64::MAX), lines);
+        // Cut off after the first two lines: the rest is never decompressed.
+        let two = (lines[0].to_string().len() + lines[1].to_string().len() + 2) as u64;
+        assert_eq!(lines_of(&file, two, u64::MAX), lines[..2]);
+        // A line over the line bound is skipped, the lines after it still read.
+        let long = lines[2].to_string().len() as u64;
+        let kept: Vec<Value> = lines
+            .iter()
+            .filter(|l| (l.to_string().len() as u64) < long)
+            .cloned()
+            .collect();
+        assert!(kept.len() < lines.len() && kept.len() >= 2);
+        assert_eq!(lines_of(&file, u64::MAX, long), kept);
+        // The same bounds hold for a plain file.
+        let plain = dir.path().join("rollout-x.jsonl");
+        std::fs::write(&plain, &text).unwrap();
+        assert_eq!(lines_of(&plain, u64::MAX, long), kept);
+    }
+
+    fn lines_of(path: &Path, max_total: u64, max_line: u64) -> Vec<Value> {
+        bounded_lines(path, max_total, max_line).collect()
+    }
+
+    #[test]
+    fn a_bad_compressed_file_reads_as_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rollout-bad.jsonl.zst");
+        // A frame declaring a 1 TiB window: refused before anything is allocated.
+        std::fs::write(&file, [0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf0, 1, 2, 3, 4]).unwrap();
+        assert_eq!(lines(&file).count(), 0);
+        // Not zstd at all, and a valid stream cut short.
+        std::fs::write(&file, b"{\"type\":\"session_meta\"}\n").unwrap();
+        assert_eq!(lines(&file).count(), 0);
+        let whole = zstd_frames(&jsonl(&codex_lines()));
+        std::fs::write(&file, &whole[..whole.len() - 5]).unwrap();
+        assert!(lines(&file).count() < codex_lines().len());
     }
 }

@@ -296,6 +296,20 @@ pub(crate) fn load_image(path: &str, roots: &[PathBuf]) -> Result<Image, String>
     })
 }
 
+/// An `approve` op's `hunks`: absent, or a list of hunk ids.
+pub(crate) fn hunk_choice(op: &Object) -> Result<Option<Vec<String>>, String> {
+    match op.get("hunks") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|h| h.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| "hunks must be an array of hunk id strings".into()),
+        Some(_) => Err("hunks must be an array of hunk id strings".into()),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -451,9 +451,26 @@ async fn an_edit_approval_card_carries_its_hunks() {
         json!([{"id":"h1","file":"notes.txt","header":"@@ -1,4 +1,4 @@",
                 "lines":[" title"," ","-helo world","+hello world"," bye"]}])
     );
+    // A hunk the card does not have, or hunks with `always`: an error, and the card again.
     send(
         &h,
-        json!({"op":"approve","call_id":"toolu_edit1","decision":"allow"}),
+        json!({"op":"approve","call_id":"toolu_edit1","decision":"allow","hunks":["h2"]}),
+    );
+    assert_eq!(next(&mut h).await["message"], "no hunk h2 in this edit");
+    assert_eq!(next(&mut h).await, card);
+    send(
+        &h,
+        json!({"op":"approve","call_id":"toolu_edit1","decision":"allow","hunks":["h1"],"always":true}),
+    );
+    assert_eq!(
+        next(&mut h).await["message"],
+        "hunks cannot be combined with always"
+    );
+    assert_eq!(next(&mut h).await, card);
+    // All of its hunks: the plain allow the fake checks for.
+    send(
+        &h,
+        json!({"op":"approve","call_id":"toolu_edit1","decision":"allow","hunks":["h1"]}),
     );
     let events = turn(&mut h).await;
     assert!(

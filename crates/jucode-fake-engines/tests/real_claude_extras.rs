@@ -291,3 +291,169 @@ async fn claude_an_mcp_servers_question_is_an_approval_card() {
     );
     assert_eq!(close(h).await, None);
 }
+
+/// One turn of `message`, answering every approval card with the `approve` fields `decide`
+/// gives; the cards it showed and the turn's events.
+async fn turn_deciding(
+    h: &mut EngineHandle,
+    message: String,
+    decide: impl Fn(&Value) -> Value,
+) -> (Vec<Value>, Vec<Value>) {
+    send(h, json!({"op":"user_message","content":message}));
+    let (mut cards, mut events) = (Vec::new(), Vec::new());
+    loop {
+        let e = next(h).await;
+        assert_ne!(e["type"], "error", "{e}");
+        events.push(e.clone());
+        let ready = e["type"] == "status" && e["message"] == "ready";
+        if e["type"] == "approval_request" {
+            send(
+                h,
+                merged(json!({"op":"approve","call_id":e["call_id"]}), decide(&e)),
+            );
+            cards.push(e);
+        }
+        if ready {
+            return (cards, events);
+        }
+    }
+}
+
+fn allow(_: &Value) -> Value {
+    json!({"decision": "allow"})
+}
+
+fn deny(_: &Value) -> Value {
+    json!({"decision": "deny"})
+}
+
+/// The cards of `tool` (`str_replace`, `write`) among `cards`.
+fn cards_of<'a>(cards: &'a [Value], name: &str) -> Vec<&'a Value> {
+    cards.iter().filter(|c| c["name"] == name).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
+async fn claude_edit_and_write_cards_carry_the_hunks_the_cli_applies() {
+    let world = World::new().await;
+    let file = world.cwd.join("notes.txt");
+    let before: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&file, &before).unwrap();
+    let mut h = open(&world, options(&world, json!({})), false);
+    until(&mut h, "command_list").await;
+
+    // Claude Code edits only a file it has read in this session.
+    let read = json!({"file_path": file});
+    let (_, events) = turn_deciding(&mut h, format!("CALL: Read {read}"), allow).await;
+    assert!(
+        events.iter().any(|e| e["type"] == "tool_output"),
+        "{events:?}"
+    );
+
+    let edit = json!({"file_path": file, "old_string": "line 5", "new_string": "line five"});
+    let hunk = json!([{
+        "id": "h1", "file": "notes.txt", "header": "@@ -2,7 +2,7 @@",
+        "lines": [" line 2", " line 3", " line 4", "-line 5", "+line five",
+                  " line 6", " line 7", " line 8"],
+    }]);
+    // Denied: the file stays as it was.
+    let (cards, events) = turn_deciding(&mut h, format!("CALL: Edit {edit}"), deny).await;
+    let shown = cards_of(&cards, "str_replace");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    assert_eq!(shown[0]["hunks"], hunk, "{}", shown[0]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), before);
+    // Allowed: the same card, and the CLI writes the edit the hunks showed.
+    let (cards, events) = turn_deciding(&mut h, format!("CALL: Edit {edit}"), allow).await;
+    let shown = cards_of(&cards, "str_replace");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    assert_eq!(shown[0]["hunks"], hunk, "{}", shown[0]);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        before.replace("line 5\n", "line five\n")
+    );
+
+    // A new file: all `+` lines; denied it is not created, allowed it is.
+    let new = world.cwd.join("new.txt");
+    let write = json!({"file_path": new, "content": "alpha\nbeta\n"});
+    let created = json!([{
+        "id": "h1", "file": "new.txt", "header": "@@ -0,0 +1,2 @@", "lines": ["+alpha", "+beta"],
+    }]);
+    let (cards, events) = turn_deciding(&mut h, format!("CALL: Write {write}"), deny).await;
+    let shown = cards_of(&cards, "write");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    assert_eq!(shown[0]["hunks"], created, "{}", shown[0]);
+    assert!(!new.exists());
+    let (cards, events) = turn_deciding(&mut h, format!("CALL: Write {write}"), allow).await;
+    let shown = cards_of(&cards, "write");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    assert_eq!(shown[0]["hunks"], created, "{}", shown[0]);
+    assert_eq!(std::fs::read_to_string(&new).unwrap(), "alpha\nbeta\n");
+
+    // Writing over a file it has read: the hunks are the change to what is on disk.
+    let edited = std::fs::read_to_string(&file).unwrap();
+    let content = edited.replace("line 9\n", "line nine\n");
+    let write = json!({"file_path": file, "content": content});
+    let (cards, events) = turn_deciding(&mut h, format!("CALL: Write {write}"), allow).await;
+    let shown = cards_of(&cards, "write");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    assert_eq!(
+        shown[0]["hunks"],
+        json!([{
+            "id": "h1", "file": "notes.txt", "header": "@@ -6,5 +6,5 @@",
+            "lines": [" line 6", " line 7", " line 8", "-line 9", "+line nine", " line 10"],
+        }]),
+        "{}",
+        shown[0]
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), content);
+
+    // Two changes far apart are two hunks; allowing only the second makes only it.
+    let before = std::fs::read_to_string(&file).unwrap();
+    let both = before
+        .replace("line 2\n", "line two\n")
+        .replace("line 10\n", "line ten\n");
+    let write = json!({"file_path": file, "content": both});
+    let only = json!({"decision": "allow", "hunks": ["h2"]});
+    let (cards, events) =
+        turn_deciding(&mut h, format!("CALL: Write {write}"), |_| only.clone()).await;
+    let shown = cards_of(&cards, "write");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    let ids: Vec<&Value> = shown[0]["hunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| &h["id"])
+        .collect();
+    assert_eq!(ids, ["h1", "h2"], "{}", shown[0]);
+    let partly = before.replace("line 10\n", "line ten\n");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), partly);
+
+    // A replace-all edit of two distant lines, only the first allowed.
+    let marked = partly
+        .replace("line 1\n", "mark\n")
+        .replace("line ten\n", "mark\n");
+    std::fs::write(&file, &marked).unwrap();
+    let (_, events) = turn_deciding(&mut h, format!("CALL: Read {read}"), allow).await;
+    assert!(
+        events.iter().any(|e| e["type"] == "tool_output"),
+        "{events:?}"
+    );
+    let edit =
+        json!({"file_path": file, "old_string": "mark", "new_string": "MARK", "replace_all": true});
+    let first = json!({"decision": "allow", "hunks": ["h1"]});
+    let (cards, events) =
+        turn_deciding(&mut h, format!("CALL: Edit {edit}"), |_| first.clone()).await;
+    let shown = cards_of(&cards, "str_replace");
+    assert_eq!(shown.len(), 1, "{events:?}");
+    assert_eq!(
+        shown[0]["hunks"].as_array().unwrap().len(),
+        2,
+        "{}",
+        shown[0]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        marked.replacen("mark\n", "MARK\n", 1)
+    );
+    assert_eq!(close(h).await, None);
+}
