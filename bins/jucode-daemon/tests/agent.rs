@@ -330,11 +330,29 @@ async fn an_edit_shows_hunks_and_applies_only_the_approved_ones() {
             .unwrap()
             .contains(&json!("+LINE EIGHTEEN"))
     );
-    // hunks and always do not mix.
-    c.send(json!({"op":"approve","session":id,"call_id":request["call_id"],"decision":"allow","always":true,"hunks":["h2"]}))
+    // hunks and always do not mix, and a hunk must exist: the card stays open, is shown
+    // again, and is in a later watcher's snapshot.
+    for bad in [
+        json!({"always":true,"hunks":["h2"]}),
+        json!({"hunks":["h9"]}),
+    ] {
+        let mut op =
+            json!({"op":"approve","session":id,"call_id":request["call_id"],"decision":"allow"});
+        op.as_object_mut()
+            .unwrap()
+            .extend(bad.as_object().unwrap().clone());
+        c.send(op).await.unwrap();
+        c.recv_type("error", Some(&id)).await.unwrap();
+        let again = c.recv_type("approval_request", Some(&id)).await.unwrap();
+        assert_eq!(again["call_id"], request["call_id"]);
+        assert_eq!(again["hunks"], request["hunks"]);
+    }
+    let mut late = daemon.client().await.unwrap();
+    late.request(json!({"op":"watch","session":id}))
         .await
         .unwrap();
-    c.recv_type("error", Some(&id)).await.unwrap();
+    let card = late.recv_type("approval_request", Some(&id)).await.unwrap();
+    assert_eq!(card["call_id"], request["call_id"]);
     c.send(json!({"op":"approve","session":id,"call_id":request["call_id"],"decision":"allow","hunks":["h2"]}))
         .await
         .unwrap();

@@ -222,6 +222,9 @@ enum Kind {
 struct Pending {
     id: Value,
     kind: Kind,
+    /// The card as shown, sent again when an answer is refused (the daemon dropped it from
+    /// its snapshot when the answer went out).
+    shown: Value,
 }
 
 struct Codex {
@@ -554,12 +557,14 @@ impl Codex {
             (&pending.kind, &hunks, answer.allow)
             && all.iter().any(|h| !chosen.contains(h))
         {
+            let card = event("approval_request", pending.shown.clone());
             self.approvals.open(answer.call_id.clone(), pending);
             return self
                 .emit(error(
                     "Codex applies a file change whole: allow it without hunks, or with all of them",
                 ))
-                .await;
+                .await
+                && self.emit(card).await;
         }
         let result = answer_body(&pending.kind, &answer);
         match result {
@@ -1488,11 +1493,13 @@ impl Codex {
                 return true;
             }
         }
-        self.approvals.open(call_id.clone(), Pending { id, kind });
         let mut fields = json!({"call_id": call_id, "subagent_id": subagent, "hunks": null});
         if let (Value::Object(fields), Value::Object(card)) = (&mut fields, card) {
             fields.extend(card);
         }
+        let shown = fields.clone();
+        self.approvals
+            .open(call_id.clone(), Pending { id, kind, shown });
         self.emit(event("approval_request", fields)).await
     }
 }

@@ -86,6 +86,17 @@ struct Pending {
     tx: oneshot::Sender<Answer>,
 }
 
+/// The `approval_request` fields of a call waiting for a person.
+fn card(call: &ToolCall, prepared: &Prepared) -> Value {
+    json!({
+        "call_id": call.id,
+        "name": call.name,
+        "summary": prepared.summary(),
+        "subagent_id": null,
+        "hunks": prepared.hunks(),
+    })
+}
+
 /// What actor and turns share.
 struct State {
     mode: ApprovalMode,
@@ -560,17 +571,7 @@ impl Ctx {
             prepared: prepared.clone(),
             tx,
         });
-        self.emit(
-            "approval_request",
-            json!({
-                "call_id": call.id,
-                "name": call.name,
-                "summary": prepared.summary(),
-                "subagent_id": null,
-                "hunks": prepared.hunks(),
-            }),
-        )
-        .await;
+        self.emit("approval_request", card(call, prepared)).await;
         // A dropped sender (interrupt) ends the turn anyway; deny to be safe.
         rx.await.unwrap_or(Answer::Deny)
     }
@@ -1394,27 +1395,36 @@ impl Actor {
             Some(_) => return ctx.error("hunks must be an array of hunk id strings").await,
         };
         let always = op.get("always").and_then(Value::as_bool).unwrap_or(false);
-        if always && hunks.is_some() {
-            return ctx.error("hunks cannot be combined with always").await;
-        }
-        let problem = {
+        let (problem, shown) = {
             let state = ctx.state();
             match state.pending.iter().find(|p| p.call.id == call_id) {
-                None => Some(format!("no approval is waiting for {call_id}")),
-                Some(p) => match (&hunks, p.prepared.edit()) {
-                    (Some(_), None) => Some(format!(
-                        "{call_id} is not a file edit; hunks apply to edits only"
-                    )),
-                    (Some(ids), Some(edit)) => ids
-                        .iter()
-                        .find(|id| !edit.hunks.iter().any(|h| &h.id == *id))
-                        .map(|id| format!("no hunk {id} in {call_id}")),
-                    _ => None,
-                },
+                None => (Some(format!("no approval is waiting for {call_id}")), None),
+                Some(p) => {
+                    let problem = match (&hunks, p.prepared.edit()) {
+                        (Some(_), _) if always => {
+                            Some("hunks cannot be combined with always".to_string())
+                        }
+                        (Some(_), None) => Some(format!(
+                            "{call_id} is not a file edit; hunks apply to edits only"
+                        )),
+                        (Some(ids), Some(edit)) => ids
+                            .iter()
+                            .find(|id| !edit.hunks.iter().any(|h| &h.id == *id))
+                            .map(|id| format!("no hunk {id} in {call_id}")),
+                        _ => None,
+                    };
+                    (problem, Some(card(&p.call, &p.prepared)))
+                }
             }
         };
         if let Some(problem) = problem {
-            return ctx.error(problem).await;
+            ctx.error(problem).await;
+            // Still open: shown again, since the daemon dropped it from its snapshot when
+            // the answer went out.
+            if let Some(shown) = shown {
+                ctx.emit("approval_request", shown).await;
+            }
+            return;
         }
         let pending = {
             let mut state = ctx.state();

@@ -263,6 +263,8 @@ async fn a_file_change_card_shows_its_hunks_and_is_applied_whole() {
         next(&mut h).await,
         json!({"type":"error","message":"Codex applies a file change whole: allow it without hunks, or with all of them"})
     );
+    // Shown again: the daemon dropped it from its snapshot when the answer went out.
+    assert_eq!(next(&mut h).await, card);
     send(
         &h,
         json!({"op":"approve","call_id":"call_edit","decision":"allow","hunks":["h1","h2","h3"]}),
