@@ -36,15 +36,21 @@ pub enum HarnessSignal {
 }
 
 /// How the harness took a soft interrupt it accepted. The seat acks the
-/// interrupt's messages only once the turn that carried them succeeded.
+/// interrupt's messages only once the turn that carried them succeeded; in
+/// both cases `result` resolves with the outcome of THAT turn (a dropped
+/// sender counts as a failed turn).
 #[derive(Debug)]
 pub enum Steered {
-    /// Joined the turn running when the request arrived (injected into it, or
-    /// run as that turn's follow-up): that turn's end decides the messages.
-    Joined,
+    /// A turn was open when the request arrived: the text entered it (injected,
+    /// or run as its follow-up) or, when a turn the seat did not start (the
+    /// TUI) began as that one ended, possibly that later turn; `result` is the
+    /// outcome of the turn it really entered. Its failure is that turn's own,
+    /// so the seat adds no back-off for it.
+    Joined {
+        result: oneshot::Receiver<Result<(), TurnFailure>>,
+    },
     /// No turn was open: the text runs as a turn of its own, signalled
-    /// `TurnStarted`/`TurnEnded` like a TUI turn; `result` resolves when it ended
-    /// (a dropped sender counts as a failed turn).
+    /// `TurnStarted`/`TurnEnded` like a TUI turn; `result` resolves when it ended.
     OwnTurn {
         result: oneshot::Receiver<Result<(), TurnFailure>>,
     },

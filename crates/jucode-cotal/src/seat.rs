@@ -95,23 +95,19 @@ pub trait HarnessFactory: Send + Sync {
 /// The running AG-UI emitter and its stop signal.
 type Emitting = (JoinHandle<Result<()>>, tokio::sync::watch::Sender<bool>);
 
-/// A soft interrupt whose request is not answered yet.
-#[derive(Debug)]
-struct Asked {
-    /// A turn ended while the request was out: `Some(ok)` of the first such turn.
-    ended: Option<bool>,
-}
-
 /// What the interrupt task reports, in order, on one channel.
 enum SteerEvent {
-    /// The request was answered (or given up at its bound).
+    /// The request was answered (or given up at its bound); accepted items
+    /// stay held until [`SteerEvent::Carried`].
     Answered {
         ids: Vec<String>,
-        joined: std::result::Result<bool, TurnFailure>,
+        accepted: std::result::Result<(), TurnFailure>,
     },
-    /// The turn of its own an interrupt ran as ended.
-    OwnTurnEnded {
+    /// The turn that really carried an accepted interrupt ended. `own`: it
+    /// was the interrupt's own turn, so its failure is the seat's to retry.
+    Carried {
         ids: Vec<String>,
+        own: bool,
         res: std::result::Result<(), TurnFailure>,
     },
 }
@@ -131,7 +127,8 @@ pub(crate) struct State {
     busy: Busy,
     failures: u32,
     retry_at: Option<Instant>,
-    interrupt: Option<Asked>,
+    /// A soft interrupt request is out and not answered yet.
+    interrupt: bool,
     interrupt_failed: bool,
     first_turn: bool,
     reconnecting: bool,
@@ -155,17 +152,6 @@ pub struct Seat {
     pub(crate) manager: crate::manager::Manager,
     /// Rung when the open-mode backstop durable was (re)created.
     backstop_kick: Notify,
-}
-
-impl State {
-    /// A turn ended: an interrupt request still out may have joined it.
-    fn note_turn_end(&mut self, ok: bool) {
-        if let Some(a) = self.interrupt.as_mut()
-            && a.ended.is_none()
-        {
-            a.ended = Some(ok);
-        }
-    }
 }
 
 async fn ack_all(acks: Vec<Acker>) {
@@ -233,7 +219,7 @@ impl Seat {
                 busy: Busy::Idle,
                 failures: 0,
                 retry_at: None,
-                interrupt: None,
+                interrupt: false,
                 interrupt_failed: false,
                 first_turn: true,
                 reconnecting: false,
@@ -785,10 +771,7 @@ impl Seat {
         }
         match st.busy {
             Busy::Idle => {
-                // A turn ended while an interrupt request was out: its answer
-                // may name that turn, so no new turn starts before it.
-                let deciding = st.interrupt.as_ref().is_some_and(|a| a.ended.is_some());
-                if deciding || st.retry_at.is_some() || !st.inbox.wants_turn() {
+                if st.retry_at.is_some() || !st.inbox.wants_turn() {
                     return;
                 }
                 let (items, mention) = st.inbox.begin_turn();
@@ -821,12 +804,12 @@ impl Seat {
                 });
             }
             Busy::Ours | Busy::Foreign => {
-                if st.interrupt.is_some() || st.interrupt_failed || !st.inbox.has_directed() {
+                if st.interrupt || st.interrupt_failed || !st.inbox.has_directed() {
                     return;
                 }
                 let items = st.inbox.take_directed();
                 let ids: Vec<String> = items.iter().map(|i| i.id.clone()).collect();
-                st.interrupt = Some(Asked { ended: None });
+                st.interrupt = true;
                 drop(st);
                 let text = inbox::format_injection(&items);
                 let h = harness.clone();
@@ -840,33 +823,30 @@ impl Seat {
                             message: "soft interrupt timed out".into(),
                         }),
                     };
-                    match answer {
-                        Ok(Steered::OwnTurn { result }) => {
-                            let _ = tx.send(SteerEvent::Answered {
-                                ids: ids.clone(),
-                                joined: Ok(false),
-                            });
-                            let res = result.await.unwrap_or_else(|_| {
-                                Err(TurnFailure {
-                                    code: None,
-                                    message: "the harness dropped the interrupt's own turn".into(),
-                                })
-                            });
-                            let _ = tx.send(SteerEvent::OwnTurnEnded { ids, res });
-                        }
-                        Ok(Steered::Joined) => {
-                            let _ = tx.send(SteerEvent::Answered {
-                                ids,
-                                joined: Ok(true),
-                            });
-                        }
+                    let (result, own) = match answer {
+                        Ok(Steered::OwnTurn { result }) => (result, true),
+                        Ok(Steered::Joined { result }) => (result, false),
                         Err(f) => {
                             let _ = tx.send(SteerEvent::Answered {
                                 ids,
-                                joined: Err(f),
+                                accepted: Err(f),
                             });
+                            return;
                         }
-                    }
+                    };
+                    let _ = tx.send(SteerEvent::Answered {
+                        ids: ids.clone(),
+                        accepted: Ok(()),
+                    });
+                    // The turn that really carried the text decides, not the
+                    // one that was running when it was sent.
+                    let res = result.await.unwrap_or_else(|_| {
+                        Err(TurnFailure {
+                            code: None,
+                            message: "the harness dropped the turn carrying the interrupt".into(),
+                        })
+                    });
+                    let _ = tx.send(SteerEvent::Carried { ids, own, res });
                 });
             }
         }
@@ -892,7 +872,6 @@ impl Seat {
         let acks = {
             let mut st = self.state();
             st.busy = Busy::Idle;
-            st.note_turn_end(res.is_ok());
             match &res {
                 Ok(()) => {
                     st.failures = 0;
@@ -951,34 +930,24 @@ impl Seat {
         let acks = {
             let mut st = self.state();
             match ev {
-                SteerEvent::Answered { ids, joined } => {
-                    let ended = st.interrupt.take().and_then(|a| a.ended);
-                    match joined {
-                        // Joined the turn that has ended since: its result decides.
-                        Ok(true) => match ended {
-                            Some(ok) => st.inbox.settle_steered(&ids, ok, now),
-                            None if st.busy != Busy::Idle => {
-                                st.inbox.join_turn(&ids);
-                                Vec::new()
-                            }
-                            None => {
-                                st.inbox.return_to_queue(&ids);
-                                Vec::new()
-                            }
-                        },
-                        // Runs as its own turn: held until that turn's result.
-                        Ok(false) => Vec::new(),
+                SteerEvent::Answered { ids, accepted } => {
+                    st.interrupt = false;
+                    match accepted {
+                        // Held, outside any batch, until the carrying turn ends.
+                        Ok(()) => {}
                         Err(f) => {
                             tracing::info!(reason = %f.message, "soft interrupt refused; messages wait for the next turn");
                             st.interrupt_failed = true;
                             st.inbox.return_to_queue(&ids);
-                            Vec::new()
                         }
                     }
+                    Vec::new()
                 }
-                SteerEvent::OwnTurnEnded { ids, res } => {
+                SteerEvent::Carried { ids, own, res } => {
                     let acks = st.inbox.settle_steered(&ids, res.is_ok(), now);
-                    if let Err(f) = &res {
+                    // A joined turn's failure is that turn's own (its batch or
+                    // the TUI's); only an interrupt's own turn backs off here.
+                    if own && let Err(f) = &res {
                         let idle = st.busy == Busy::Idle;
                         self.hold_after_failure(&mut st, f, now, idle);
                     }
@@ -1010,7 +979,6 @@ impl Seat {
                 HarnessSignal::TurnEnded { ok } => {
                     if st.busy == Busy::Foreign {
                         st.busy = Busy::Idle;
-                        st.note_turn_end(ok);
                         acks = st.inbox.finish_turn(ok, now);
                         hint = Some(RunHint::TurnEnded { ok });
                     }

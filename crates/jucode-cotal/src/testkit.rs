@@ -25,7 +25,14 @@ pub enum Step {
     },
     /// Stay busy until [`Scripted::release`] is called, then succeed.
     Hold,
+    /// Stay busy until [`Scripted::release`] is called, then fail.
+    HoldFail {
+        code: Option<String>,
+        message: String,
+    },
 }
+
+type Outcome = Result<(), TurnFailure>;
 
 #[derive(Default)]
 struct Inner {
@@ -39,6 +46,14 @@ struct Inner {
     running: bool,
     /// Interrupts that missed their turn and ran as turns of their own.
     own_turns: usize,
+    /// Interrupts that joined the running turn, told its outcome when it ends.
+    joiners: Vec<oneshot::Sender<Outcome>>,
+    /// A TUI turn that starts in the instant the next turn ends.
+    tui_at_end: Option<Step>,
+    /// TUI turns run so far.
+    tui_turns: usize,
+    /// Interrupts decided as joining a running turn.
+    joined: usize,
     journal: Option<JournalSource>,
     line: u64,
 }
@@ -100,6 +115,20 @@ impl Scripted {
     pub fn running(&self) -> bool {
         self.lock().running
     }
+    /// When the next turn ends, a turn the seat did not start (someone at the
+    /// TUI) begins in that same instant, running `step`: an interrupt decided
+    /// now joins it, not the turn that ended.
+    pub fn tui_turn_at_end(&self, step: Step) {
+        self.lock().tui_at_end = Some(step);
+    }
+    /// How many interrupts joined a running turn.
+    pub fn joined(&self) -> usize {
+        self.lock().joined
+    }
+    /// How many TUI turns ran.
+    pub fn tui_turns(&self) -> usize {
+        self.lock().tui_turns
+    }
     /// How many interrupts ran as turns of their own.
     pub fn own_turns(&self) -> usize {
         self.lock().own_turns
@@ -134,10 +163,45 @@ impl Scripted {
     }
 }
 
+impl Scripted {
+    async fn play(&self, step: Step) -> Outcome {
+        match step {
+            Step::Succeed => Ok(()),
+            Step::Hold => {
+                self.release.notified().await;
+                Ok(())
+            }
+            Step::HoldFail { code, message } => {
+                self.release.notified().await;
+                Err(TurnFailure { code, message })
+            }
+            Step::Fail { code, message } => Err(TurnFailure { code, message }),
+        }
+    }
+
+    /// The running turn ended with `res`: tell the interrupts that joined it.
+    /// Returns the TUI turn that starts now, if one is armed (the turn then
+    /// stays running).
+    fn end_turn(&self, res: &Outcome) -> Option<Step> {
+        let (joiners, tui) = {
+            let mut g = self.lock();
+            let tui = g.tui_at_end.take();
+            if tui.is_none() {
+                g.running = false;
+            }
+            (std::mem::take(&mut g.joiners), tui)
+        };
+        for j in joiners {
+            let _ = j.send(res.clone());
+        }
+        tui
+    }
+}
+
 #[async_trait]
 impl Harness for Scripted {
     async fn send_turn(&self, text: &str) -> Result<(), TurnFailure> {
-        let _turn = self.turn_lock.lock().await;
+        let turn = self.turn_lock.clone().lock_owned().await;
         let step = {
             let mut g = self.lock();
             g.turns.push(text.to_string());
@@ -145,19 +209,25 @@ impl Harness for Scripted {
             g.steps.pop_front().unwrap_or(Step::Succeed)
         };
         self.journal_line("user", text);
-        let res = match step {
-            Step::Succeed => Ok(()),
-            Step::Hold => {
-                self.release.notified().await;
-                Ok(())
-            }
-            Step::Fail { code, message } => Err(TurnFailure { code, message }),
-        };
+        let res = self.play(step).await;
         if res.is_ok() {
             let n = self.lock().turns.len();
             self.journal_line("assistant", &format!("done with turn {n}"));
         }
-        self.lock().running = false;
+        let tui = self.end_turn(&res);
+        if let Some(step) = tui {
+            // Still running: the TUI turn holds the turn lock from this instant.
+            let me = self.clone();
+            tokio::spawn(async move {
+                let _turn = turn;
+                me.lock().tui_turns += 1;
+                me.signal(HarnessSignal::TurnStarted);
+                me.journal_line("user", "typed at the TUI");
+                let res = me.play(step).await;
+                me.end_turn(&res);
+                me.signal(HarnessSignal::TurnEnded { ok: res.is_ok() });
+            });
+        }
         res
     }
 
@@ -176,8 +246,14 @@ impl Harness for Scripted {
         if hold {
             self.answer.notified().await;
         }
-        if self.lock().running {
-            return Ok(Steered::Joined);
+        {
+            let mut g = self.lock();
+            if g.running {
+                let (tx, rx) = oneshot::channel();
+                g.joiners.push(tx);
+                g.joined += 1;
+                return Ok(Steered::Joined { result: rx });
+            }
         }
         // The turn it was meant for is over: run it as a turn of its own,
         // signalled like a turn the seat did not start (as the jcode harness does).

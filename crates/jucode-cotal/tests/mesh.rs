@@ -972,3 +972,68 @@ async fn a_dm_injected_into_the_running_turn_is_acked_once_with_that_turn() {
     seat.shutdown().unwrap();
     server.stop().await;
 }
+
+/// The gap of round 3: the busy turn ends and, in that instant, a turn typed
+/// at the TUI begins; the interrupt, answered `Joined`, entered the TUI turn,
+/// which fails. The DM is decided by that turn, not by the one that ended
+/// fine: un-acked and carried again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_joined_into_a_tui_turn_that_fails_is_not_acked_and_is_carried_again() {
+    let server = nats_with(&[]).await;
+    let peer = Peer::connect(&server.url).await;
+    let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
+    let h = Scripted::new();
+    h.push(Step::Hold); // the busy turn
+    h.push(Step::Hold); // the turn that carries it again
+    h.tui_turn_at_end(Step::HoldFail {
+        code: Some("overloaded".into()),
+        message: "529".into(),
+    });
+    let seat = SeatProc::start(cfg, h.clone(), patient());
+    until("presence", || async { peer.presence().await.is_some() }).await;
+
+    peer.dm_stored("m1", "start working").await;
+    until("the busy turn", || async { h.running() }).await;
+    h.hold_interrupts(true);
+    peer.dm_stored("m2", "steer me").await;
+    until("the soft interrupt is asked", || async {
+        !h.interrupts().is_empty()
+    })
+    .await;
+
+    // The busy turn ends well and the TUI turn starts in the same instant.
+    h.release();
+    until("the TUI turn", || async { h.tui_turns() == 1 }).await;
+    until("m1 acked with the busy turn", || async {
+        peer.dm_unacked().await == 1
+    })
+    .await;
+    // Answered while the TUI turn runs: the DM joins that turn.
+    h.hold_interrupts(false);
+    h.answer_interrupt();
+    until("the interrupt joined the TUI turn", || async {
+        h.joined() == 1
+    })
+    .await;
+    h.release();
+    // Carried again by the seat's next turn or, when the seat still saw the
+    // TUI turn running, by a second interrupt's own turn.
+    until("the DM is carried again", || async { h.turns().len() >= 2 }).await;
+    let turns = h.turns();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    assert!(turns[1].contains("steer me"), "{}", turns[1]);
+    assert!(!turns[1].contains("start working"));
+    assert_eq!(
+        peer.dm_unacked().await,
+        1,
+        "the DM whose TUI turn failed stays un-acked while it is carried again"
+    );
+
+    h.release();
+    until("acked after the later successful turn", || async {
+        peer.dm_unacked().await == 0
+    })
+    .await;
+    seat.shutdown().unwrap();
+    server.stop().await;
+}

@@ -72,14 +72,16 @@ enum TurnEv {
     Accepted,
     ToolStart(String),
     ToolDone(String),
-    Done,
+    /// `turn_done`, with [`Steering::foreign_starts`] as it stood then.
+    Done(u64),
     Failed(String),
     Closed,
 }
 
 /// How [`Shared::run_one`] ended.
 enum RunEnd {
-    Done,
+    /// With [`Steering::foreign_starts`] as it stood at the turn's end.
+    Done(u64),
     /// `on_tool` asked to return while the turn still runs.
     Early(mpsc::UnboundedReceiver<TurnEv>),
 }
@@ -98,11 +100,20 @@ fn condition_code(message: &str) -> String {
     }
 }
 
+/// The outcome a joined interrupt is told once the turn that carried it ended.
+type Outcome = std::result::Result<(), TurnFailure>;
+
+/// A soft interrupt jcode accepted, waiting for the turn that carries it.
+struct Accepted {
+    text: String,
+    carried: tokio::sync::oneshot::Sender<Outcome>,
+}
+
 /// Soft interrupts of the running turn.
 #[derive(Default)]
 struct Steering {
-    /// Interrupts jcode accepted for the running turn.
-    pending: Vec<String>,
+    /// Interrupts jcode accepted, not yet tied to the turn that carried them.
+    pending: Vec<Accepted>,
     /// Whether a turn is open to take more; closed, under this lock, once
     /// the turn is settled.
     open: bool,
@@ -111,13 +122,42 @@ struct Steering {
     in_flight: usize,
     /// A request was abandoned unanswered: clear jcode's queue at settlement.
     abandoned: bool,
+    /// Turns the seat did not start (the TUI), counted at their first event.
+    /// A settlement compares it with the count at its turn's end: a turn
+    /// that began since may have taken the accepted texts from jcode's queue.
+    foreign_starts: u64,
+    /// A settlement holds accepted texts it took from `pending`.
+    deciding: bool,
+}
+
+impl Steering {
+    /// Nothing is left to decide: the turn can close at once.
+    fn idle(&self) -> bool {
+        self.pending.is_empty() && self.in_flight == 0 && !self.abandoned && !self.deciding
+    }
+}
+
+/// Resets [`Steering::deciding`] however a settlement step ends.
+struct Deciding<'a>(&'a Mutex<Steering>);
+
+impl Drop for Deciding<'_> {
+    fn drop(&mut self) {
+        lock(self.0).deciding = false;
+    }
+}
+
+/// Tell each joined interrupt the outcome of the turn that carried it.
+fn tell(carried: Vec<tokio::sync::oneshot::Sender<Outcome>>, res: &Outcome) {
+    for tx in carried {
+        let _ = tx.send(res.clone());
+    }
 }
 
 /// One interrupt request in flight; dropping it decides it and wakes the
 /// turn's settlement.
 struct InFlight<'a> {
     sh: &'a Shared,
-    accepted: Option<String>,
+    accepted: Option<Accepted>,
     answered: bool,
 }
 
@@ -163,6 +203,10 @@ struct Shared {
     foreign: AtomicBool,
     /// Whether a turn runs, as of the last event the pump handled.
     active: AtomicBool,
+    /// Streaming events the pump of the current connection handled.
+    pumped: std::sync::atomic::AtomicU64,
+    /// Raised after every event the pump handled.
+    pumped_changed: tokio::sync::Notify,
     /// Steering of the running turn (see [`Steering`]).
     steering: Mutex<Steering>,
     /// Raised whenever an interrupt request in flight is decided.
@@ -209,6 +253,14 @@ impl Shared {
         false
     }
 
+    /// Route the end of our turn and let go of it at once: an event after
+    /// it (a TUI turn starting in that instant) is then seen as foreign.
+    fn route_end(&self, ev: TurnEv) {
+        if let Some(tx) = lock(&self.slot).take() {
+            let _ = tx.send(ev);
+        }
+    }
+
     /// One streaming event from the bridge.
     fn on_event(self: &Arc<Self>, frame: &Value) {
         let ev = frame["ev"].as_str().unwrap_or_default();
@@ -219,7 +271,11 @@ impl Shared {
             | "tool_input_delta" | "tool_done" | "token_usage" | "reasoning_done" => {
                 self.active.store(true, Ordering::SeqCst);
                 if !ours && !self.foreign.swap(true, Ordering::SeqCst) {
-                    lock(&self.steering).open = true;
+                    {
+                        let mut g = lock(&self.steering);
+                        g.open = true;
+                        g.foreign_starts += 1;
+                    }
                     self.signal(HarnessSignal::TurnStarted);
                 }
                 if ev != "message_accepted" {
@@ -241,30 +297,37 @@ impl Shared {
             "turn_done" => {
                 self.active.store(false, Ordering::SeqCst);
                 if ours {
-                    self.route(TurnEv::Done);
+                    let mark = lock(&self.steering).foreign_starts;
+                    self.route_end(TurnEv::Done(mark));
                 } else if self.foreign.swap(false, Ordering::SeqCst) {
                     *lock(&self.last_turn_error) = None;
-                    let settled = {
+                    let (settled, mark) = {
                         let mut g = lock(&self.steering);
-                        let settled = g.pending.is_empty() && g.in_flight == 0 && !g.abandoned;
+                        let settled = g.idle();
                         if settled {
                             g.open = false;
                         }
-                        settled
+                        (settled, g.foreign_starts)
                     };
                     if settled {
                         self.signal(HarnessSignal::TurnEnded { ok: true });
                     } else {
-                        // Interrupts that missed (or may miss) the TUI's turn run
-                        // before it counts as ended.
+                        // Interrupts the TUI's turn carried are decided by it;
+                        // those that missed (or may miss) it run before it
+                        // counts as ended.
                         let me = self.clone();
                         tokio::spawn(async move {
                             let _guard = me.turn_lock.clone().lock_owned().await;
-                            let ok = match me.client().await {
-                                Some(c) => me.settle(&c).await.is_ok(),
-                                None => false,
+                            let mut carried = Vec::new();
+                            let res = match me.client().await {
+                                Some(c) => me.settle(&c, mark, &mut carried).await,
+                                None => Err(TurnFailure {
+                                    code: None,
+                                    message: "the private jcode is reconnecting".into(),
+                                }),
                             };
-                            me.signal(HarnessSignal::TurnEnded { ok });
+                            tell(carried, &res);
+                            me.signal(HarnessSignal::TurnEnded { ok: res.is_ok() });
                         });
                     }
                 }
@@ -283,12 +346,51 @@ impl Shared {
                     });
                 }
                 if ours {
-                    self.route(TurnEv::Failed(message));
+                    self.route_end(TurnEv::Failed(message));
                 } else if self.foreign.swap(false, Ordering::SeqCst) {
-                    self.signal(HarnessSignal::TurnEnded { ok: false });
+                    let settled = {
+                        let mut g = lock(&self.steering);
+                        let settled = g.idle();
+                        if settled {
+                            g.open = false;
+                        }
+                        settled
+                    };
+                    if settled {
+                        self.signal(HarnessSignal::TurnEnded { ok: false });
+                    } else {
+                        // Interrupts this failed TUI turn may have carried fail with it.
+                        let me = self.clone();
+                        let failure = TurnFailure {
+                            code: Some(condition_code(&message)),
+                            message,
+                        };
+                        tokio::spawn(async move {
+                            let _guard = me.turn_lock.clone().lock_owned().await;
+                            me.fail_steering(&failure).await;
+                            me.signal(HarnessSignal::TurnEnded { ok: false });
+                        });
+                    }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Wait until the pump handled `n` events of this connection
+    /// (deadlock-guarded: a connection replaced meanwhile restarts the count).
+    async fn until_pumped(&self, n: u64) {
+        let deadline = tokio::time::Instant::now() + crate::api::REQUEST_TIMEOUT;
+        loop {
+            let changed = self.pumped_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.pumped.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return;
+            }
         }
     }
 
@@ -312,13 +414,14 @@ impl Shared {
                 message: "the private jcode is reconnecting".into(),
             });
         };
+        let mut carried = Vec::new();
         let res = match self.run_one(&client, text, &mut on_tool).await {
             Ok(RunEnd::Early(mut rx)) => {
                 let me = self.clone();
                 tokio::spawn(async move {
                     let _guard = guard;
                     while let Some(ev) = rx.recv().await {
-                        if matches!(ev, TurnEv::Done | TurnEv::Failed(_) | TurnEv::Closed) {
+                        if matches!(ev, TurnEv::Done(_) | TurnEv::Failed(_) | TurnEv::Closed) {
                             break;
                         }
                     }
@@ -330,9 +433,17 @@ impl Shared {
                 });
                 return Ok(true);
             }
-            Ok(RunEnd::Done) => self.settle(&client).await.map(|()| false),
-            Err(f) => Err(f),
+            Ok(RunEnd::Done(mark)) => self
+                .settle(&client, mark, &mut carried)
+                .await
+                .map(|()| false),
+            Err(f) => {
+                self.fail_steering(&f).await;
+                Err(f)
+            }
         };
+        // Interrupts this turn (or its follow-up) carried end with it.
+        tell(carried, &res.clone().map(drop));
         drop(guard);
         match &res {
             Ok(_) => *lock(&self.last_turn_error) = None,
@@ -341,53 +452,117 @@ impl Shared {
         res
     }
 
-    /// Soft interrupts accepted during the turn that just ended and absent
-    /// from the transcript are still queued in jcode (≤ 0.79.1 injects only
-    /// inside a running turn): cancel that queue and run them as a turn.
-    async fn settle(self: &Arc<Self>, client: &Client) -> std::result::Result<(), TurnFailure> {
+    /// Wait (deadlock-guarded) until no interrupt request is on the wire.
+    /// Returns with the steering lock's view at that moment via `decide`.
+    async fn when_answered<T>(&self, mut decide: impl FnMut(&mut Steering) -> T) -> T {
+        loop {
+            let changed = self.steering_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut g = lock(&self.steering);
+                if g.in_flight == 0 {
+                    return decide(&mut g);
+                }
+            }
+            // Each request is bounded by REQUEST_TIMEOUT; this is a deadlock guard.
+            let _ = tokio::time::timeout(crate::api::REQUEST_TIMEOUT, changed).await;
+        }
+    }
+
+    /// The turn that would carry the accepted interrupts failed: they fail
+    /// with it, and jcode's queue, which may still hold them, is cleared
+    /// because the seat carries them again.
+    async fn fail_steering(&self, failure: &TurnFailure) {
+        let (left, clear) = self
+            .when_answered(|g| {
+                g.open = false;
+                let clear = g.abandoned || !g.pending.is_empty();
+                g.abandoned = false;
+                (std::mem::take(&mut g.pending), clear)
+            })
+            .await;
+        if clear && let Some(c) = self.client().await {
+            // Best effort: the connection may be what failed.
+            let _ = c.cancel_soft_interrupts(&self.plan.session_id).await;
+        }
+        tell(
+            left.into_iter().map(|a| a.carried).collect(),
+            &Err(failure.clone()),
+        );
+    }
+
+    /// Decide the interrupts accepted while the turn that ended (with
+    /// `mark`, see [`TurnEv::Done`]) was open. Those in the transcript were
+    /// injected into it; those absent are still queued in jcode (≤ 0.79.1
+    /// injects only inside a running turn): that queue is cancelled and they
+    /// run as a follow-up turn. Either way they go to `carried`, to be told
+    /// the turn's outcome. When a turn the seat did not start (the TUI) began
+    /// since, it may have taken them from jcode's queue, so they are left for
+    /// that turn's end to decide.
+    async fn settle(
+        self: &Arc<Self>,
+        client: &Client,
+        mut mark: u64,
+        carried: &mut Vec<tokio::sync::oneshot::Sender<Outcome>>,
+    ) -> std::result::Result<(), TurnFailure> {
         let sid = &self.plan.session_id;
         let fail = |e: Error| TurnFailure {
             code: None,
             message: e.to_string(),
         };
+        enum Next {
+            Done,
+            Clear,
+            Decide(Vec<Accepted>),
+        }
         loop {
             // An interrupt still on the wire joins this turn: wait for its answer.
-            let pending: Vec<String> = loop {
-                let changed = self.steering_changed.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                let abandoned = {
-                    let mut g = lock(&self.steering);
-                    if g.in_flight == 0 {
-                        if g.abandoned {
-                            g.abandoned = false;
-                            true
-                        } else if g.pending.is_empty() {
-                            g.open = false;
-                            return Ok(());
-                        } else {
-                            break std::mem::take(&mut g.pending);
-                        }
+            let next = self
+                .when_answered(|g| {
+                    if g.abandoned {
+                        g.abandoned = false;
+                        Next::Clear
+                    } else if g.pending.is_empty() {
+                        g.open = false;
+                        Next::Done
+                    } else if g.foreign_starts != mark {
+                        // Left pending (and the turn open) for the TUI turn's end.
+                        Next::Done
                     } else {
-                        false
+                        g.deciding = true;
+                        Next::Decide(std::mem::take(&mut g.pending))
                     }
-                };
-                if abandoned {
+                })
+                .await;
+            let taken = match next {
+                Next::Done => return Ok(()),
+                Next::Clear => {
                     client.cancel_soft_interrupts(sid).await.map_err(fail)?;
                     continue;
                 }
-                // Each request is bounded by REQUEST_TIMEOUT; this is a deadlock guard.
-                let _ = tokio::time::timeout(crate::api::REQUEST_TIMEOUT, changed).await;
+                Next::Decide(taken) => taken,
             };
+            let _deciding = Deciding(&self.steering);
             let history = client.history(sid).await.map_err(fail)?;
-            let missing: Vec<String> = pending
-                .into_iter()
-                .filter(|t| {
-                    !history
+            {
+                // A TUI turn that began while the transcript was read may
+                // have taken them: its end decides instead.
+                let mut g = lock(&self.steering);
+                if g.foreign_starts != mark {
+                    let later = std::mem::take(&mut g.pending);
+                    g.pending = taken;
+                    g.pending.extend(later);
+                    return Ok(());
+                }
+            }
+            let (present, missing): (Vec<Accepted>, Vec<Accepted>) =
+                taken.into_iter().partition(|a| {
+                    history
                         .iter()
-                        .any(|(r, c)| r == "user" && c.contains(t.as_str()))
-                })
-                .collect();
+                        .any(|(r, c)| r == "user" && c.contains(a.text.as_str()))
+                });
+            carried.extend(present.into_iter().map(|a| a.carried));
             if missing.is_empty() {
                 continue;
             }
@@ -396,12 +571,20 @@ impl Shared {
                 "{} soft interrupt(s) arrived as the turn ended; running them as a follow-up turn",
                 missing.len()
             ));
-            match self
-                .run_one(client, &missing.join("\n\n"), &mut |_| false)
-                .await?
-            {
-                RunEnd::Done => {}
-                RunEnd::Early(_) => return Ok(()),
+            let text = missing
+                .iter()
+                .map(|a| a.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n\n");
+            carried.extend(missing.into_iter().map(|a| a.carried));
+            match self.run_one(client, &text, &mut |_| false).await {
+                Ok(RunEnd::Done(m)) => mark = m,
+                Ok(RunEnd::Early(_)) => return Ok(()),
+                Err(f) => {
+                    drop(_deciding);
+                    self.fail_steering(&f).await;
+                    return Err(f);
+                }
             }
         }
     }
@@ -413,12 +596,13 @@ impl Shared {
         text: &str,
         on_tool: &mut (dyn FnMut(&TurnEv) -> bool + Send),
     ) -> std::result::Result<RunEnd, TurnFailure> {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        *lock(&self.slot) = Some(tx);
         lock(&self.steering).open = true;
         self.foreign.store(false, Ordering::SeqCst);
         let mut busy_retries = 0u32;
         let res = 'send: loop {
+            // The pump lets go of the slot at the turn's end (or refusal).
+            let (tx, mut rx) = mpsc::unbounded_channel();
+            *lock(&self.slot) = Some(tx);
             let refusal = client
                 .send_message(&self.plan.session_id, text)
                 .await
@@ -435,7 +619,7 @@ impl Shared {
             break loop {
                 tokio::select! {
                     ev = rx.recv() => match ev {
-                        Some(TurnEv::Done) => break Ok(RunEnd::Done),
+                        Some(TurnEv::Done(mark)) => break Ok(RunEnd::Done(mark)),
                         Some(TurnEv::Failed(m)) => {
                             // jcode reports turn_done a moment before its processing
                             // task lets go; a message sent in that gap is acked
@@ -479,9 +663,12 @@ impl Shared {
     fn spawn_pump(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<Value>, generation: u64) {
         let me = self.clone();
         self.active.store(false, Ordering::SeqCst);
+        self.pumped.store(0, Ordering::SeqCst);
         tokio::spawn(async move {
             while let Some(frame) = rx.recv().await {
                 me.on_event(&frame);
+                me.pumped.fetch_add(1, Ordering::SeqCst);
+                me.pumped_changed.notify_waiters();
             }
             if me.route(TurnEv::Closed) {
                 *lock(&me.last_turn_error) =
@@ -815,12 +1002,19 @@ impl Harness for JcodeHarness {
             .await
             .map_err(|e| fail(e.to_string()));
         guard.answered = true;
-        if res.is_ok() {
-            // Settled when the turn ends: injected, or run as a follow-up.
-            guard.accepted = Some(text.to_string());
-        }
+        let reply = res?;
+        // Decide only once the pump has seen every event that came before
+        // the answer: a TUI turn that began meanwhile must be counted first.
+        sh.until_pumped(reply.events_before).await;
+        // Settled when the turn that carried it ends: injected, run as a
+        // follow-up, or taken by a TUI turn that began as that one ended.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        guard.accepted = Some(Accepted {
+            text: text.to_string(),
+            carried: tx,
+        });
         drop(guard);
-        res.map(|_| Steered::Joined)
+        Ok(Steered::Joined { result: rx })
     }
 
     fn signals(&self) -> broadcast::Receiver<HarnessSignal> {
@@ -1117,6 +1311,8 @@ async fn start(
         slot: Mutex::new(None),
         foreign: AtomicBool::new(false),
         active: AtomicBool::new(false),
+        pumped: std::sync::atomic::AtomicU64::new(0),
+        pumped_changed: tokio::sync::Notify::new(),
         steering: Mutex::new(Steering::default()),
         steering_changed: tokio::sync::Notify::new(),
         signals: Mutex::new(Some(sig_tx)),

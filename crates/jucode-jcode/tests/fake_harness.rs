@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jucode_cotal::harness::{Harness, HarnessSignal};
+use jucode_cotal::harness::{Harness, HarnessSignal, Steered};
 use jucode_cotal::relay::McpLaunch;
 use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use jucode_jcode::harness::JcodeFactory;
@@ -925,6 +925,72 @@ async fn an_interrupt_the_seat_abandons_neither_hangs_the_turn_nor_stays_queued(
             .any(|r| r["req"] == "cancel_soft_interrupts")
     );
     assert_eq!(env.sends("STEER-4"), 0);
+    h.shutdown().await;
+}
+
+/// The turn the seat sent ends and, in that instant, the operator's TUI turn
+/// begins; the interrupt sent during the first is answered only then and
+/// jcode injects it into the TUI turn. `Joined` is told that turn's outcome.
+async fn interrupt_into_a_tui_turn(tui_fails: bool) -> (Env, Arc<dyn Harness>, bool) {
+    let env = Env::new();
+    let f = env.factory();
+    let mut extra = vec![("FAKE_JCODE_TUI_TURN_AFTER", "long work")];
+    if tui_fails {
+        extra.push(("FAKE_JCODE_TUI_TURN_FAIL", "1"));
+    }
+    let h = start(&f, env.ctx("tui-steer", &extra, &[])).await.unwrap();
+    let mut sig = h.signals();
+    let turn = {
+        let h = h.clone();
+        tokio::spawn(async move { h.send_turn("long work").await })
+    };
+    while env.sends("long work") == 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let steered = tokio::time::timeout(GUARD, h.soft_interrupt("STEER-TUI"))
+        .await
+        .expect("deadlock guard")
+        .unwrap();
+    let Steered::Joined { result } = steered else {
+        panic!("sent while the turn was open: it joins");
+    };
+    // The seat's own turn ended well either way.
+    tokio::time::timeout(GUARD, turn)
+        .await
+        .expect("deadlock guard")
+        .unwrap()
+        .unwrap();
+    assert!(next_signal(&mut sig, &HarnessSignal::TurnStarted).await);
+    let outcome = tokio::time::timeout(GUARD, result)
+        .await
+        .expect("deadlock guard")
+        .expect("the harness tells the outcome");
+    assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: !tui_fails }).await);
+    (env, h, outcome.is_ok())
+}
+
+#[tokio::test]
+async fn an_interrupt_joined_into_a_tui_turn_that_fails_is_decided_by_that_turn() {
+    let (env, h, ok) = interrupt_into_a_tui_turn(true).await;
+    assert!(
+        !ok,
+        "the TUI turn that carried it failed, though the turn it was sent in succeeded"
+    );
+    // Never re-sent by the harness: the seat carries it again.
+    assert_eq!(env.sends("STEER-TUI"), 0);
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_interrupt_joined_into_a_tui_turn_that_succeeds_is_carried_once() {
+    let (env, h, ok) = interrupt_into_a_tui_turn(false).await;
+    assert!(ok);
+    assert_eq!(
+        env.sends("STEER-TUI"),
+        0,
+        "no follow-up: the TUI turn took it"
+    );
+    assert_eq!(count_in_snapshot(&h, "STEER-TUI"), 1);
     h.shutdown().await;
 }
 

@@ -9,7 +9,11 @@
 //! `FAKE_JCODE_EFFORT` (`unsupported`|`refuse`|`refuse-ladder`), `FAKE_JCODE_ROUTES` (JSON),
 //! `FAKE_JCODE_PRE_MCP_TURNS`, `FAKE_JCODE_MCP_DELAY_MS` (MCP up that long after launch), `FAKE_JCODE_BUSY_AFTER_TURN` (the first message after a turn is acked, then refused), `FAKE_JCODE_CLOSE_ON` (+ `FAKE_JCODE_CLOSE_MARKER`),
 //! `FAKE_JCODE_FAIL_ON`, `FAKE_JCODE_IGNORE_TERM`, `FAKE_JCODE_ATTACH_OTHER`,
-//! `FAKE_JCODE_ATTACH_OTHER_IF=<file>`, `FAKE_JCODE_EXIT_AT_START`, `FAKE_JCODE_TURN_DELAY_MS`, `FAKE_JCODE_SOFT_REPLY_DELAY_MS`, `FAKE_JCODE_INJECT=never` (soft interrupts miss the turn).
+//! `FAKE_JCODE_ATTACH_OTHER_IF=<file>`, `FAKE_JCODE_EXIT_AT_START`, `FAKE_JCODE_TURN_DELAY_MS`, `FAKE_JCODE_SOFT_REPLY_DELAY_MS`, `FAKE_JCODE_INJECT=never` (soft interrupts miss the turn),
+//! `FAKE_JCODE_TUI_TURN_AFTER=<text>` (the turn whose message contains it waits for a soft
+//! interrupt request, and as it ends a TUI turn begins; that request is answered only then and
+//! is injected into the TUI turn, which ends once it took it), `FAKE_JCODE_TUI_TURN_FAIL` (that
+//! TUI turn fails).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -30,6 +34,24 @@ static REFUSED_ONCE: AtomicBool = AtomicBool::new(false);
 static MCP_UP: AtomicBool = AtomicBool::new(false);
 /// Soft interrupts queued in this bridge (jcode keeps them per session).
 static QUEUE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// `FAKE_JCODE_TUI_TURN_AFTER`: a soft interrupt request arrived.
+static SOFT_SEEN: AtomicBool = AtomicBool::new(false);
+/// `FAKE_JCODE_TUI_TURN_AFTER`: the TUI turn runs, with the interrupts it took.
+static TUI_TURN: Mutex<Option<Vec<String>>> = Mutex::new(None);
+/// The TUI turn ran (it starts once).
+static TUI_DONE: AtomicBool = AtomicBool::new(false);
+
+/// Poll `cond` until it holds; a deadlock guard ends the fake instead of hanging.
+fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "fake jcode: no {what}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
@@ -406,7 +428,18 @@ fn serve(stream: UnixStream) {
                 if let Some(ms) = env("FAKE_JCODE_SOFT_REPLY_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
                     std::thread::sleep(Duration::from_millis(ms));
                 }
-                QUEUE.lock().unwrap().push(f["content"].as_str().unwrap_or_default().to_string());
+                let content = f["content"].as_str().unwrap_or_default().to_string();
+                if env("FAKE_JCODE_TUI_TURN_AFTER").is_some() && !TUI_DONE.load(Ordering::SeqCst) {
+                    // The request meets the turn's end: it is answered once the
+                    // TUI turn began, and jcode injects it into that running turn.
+                    SOFT_SEEN.store(true, Ordering::SeqCst);
+                    wait_for("TUI turn", || TUI_TURN.lock().unwrap().is_some());
+                    if let Some(taken) = TUI_TURN.lock().unwrap().as_mut() {
+                        taken.push(content);
+                    }
+                } else {
+                    QUEUE.lock().unwrap().push(content);
+                }
                 conn.reply(id, "ok", json!({}));
             }
             "cancel_soft_interrupts" => {
@@ -535,7 +568,49 @@ fn turn(conn: &mut Conn, sid: &str, content: &str, user: Value, busy: &AtomicBoo
             msgs.push(json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "assistant", "content": [{"type": "text", "text": "Noted."}]}));
         }
     }
+    let tui_next = env("FAKE_JCODE_TUI_TURN_AFTER").is_some_and(|p| content.contains(&p))
+        && !TUI_DONE.load(Ordering::SeqCst);
+    if tui_next {
+        wait_for("soft interrupt", || SOFT_SEEN.load(Ordering::SeqCst));
+    }
     append_messages(sid, msgs);
     busy.store(false, Ordering::SeqCst);
+    conn.event("turn_done", json!({}));
+    if tui_next {
+        tui_turn(conn, sid, busy);
+    }
+}
+
+/// A turn typed at the TUI, beginning in the instant the last one ended; its
+/// events reach every client attached to the session. It takes what jcode had
+/// queued, and ends once it took a soft interrupt.
+fn tui_turn(conn: &mut Conn, sid: &str, busy: &AtomicBool) {
+    busy.store(true, Ordering::SeqCst);
+    conn.event("message_accepted", json!({}));
+    conn.event(
+        "text_delta",
+        json!({"text": "Working on the operator's request."}),
+    );
+    let queued = std::mem::take(&mut *QUEUE.lock().unwrap());
+    *TUI_TURN.lock().unwrap() = Some(queued);
+    wait_for("interrupt in the TUI turn", || {
+        TUI_TURN
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|t| !t.is_empty())
+    });
+    let taken = TUI_TURN.lock().unwrap().take().unwrap_or_default();
+    TUI_DONE.store(true, Ordering::SeqCst);
+    let msg = |role: &str, text: &str| json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": role, "content": [{"type": "text", "text": text}]});
+    let mut msgs = vec![msg("user", "typed at the TUI")];
+    msgs.extend(taken.iter().map(|t| msg("user", t)));
+    append_messages(sid, msgs);
+    busy.store(false, Ordering::SeqCst);
+    if env("FAKE_JCODE_TUI_TURN_FAIL").is_some() {
+        conn.error(None, "internal", "provider error: overloaded (529)");
+        return;
+    }
+    append_messages(sid, vec![msg("assistant", "Done at the TUI.")]);
     conn.event("turn_done", json!({}));
 }
