@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use jucode_cotal::harness::{Harness, HarnessSignal, Steered};
+use jucode_cotal::harness::{Harness, HarnessSignal, Steered, TurnFailure};
 use jucode_cotal::relay::McpLaunch;
 use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use jucode_jcode::harness::JcodeFactory;
@@ -755,6 +755,26 @@ async fn the_tui_opens_on_the_managed_session_and_is_stopped_with_the_seat() {
     assert!(!home.alias_dir.exists(), "the socket alias is cleaned up");
 }
 
+/// Starts seat `name` on the fake with `knobs`, and a turn "long work" in the background.
+async fn busy_seat(
+    env: &Env,
+    name: &str,
+    knobs: &[(&str, &str)],
+) -> (
+    Arc<dyn Harness>,
+    tokio::sync::broadcast::Receiver<HarnessSignal>,
+    tokio::task::JoinHandle<Result<(), TurnFailure>>,
+) {
+    let f = env.factory();
+    let h = start(&f, env.ctx(name, knobs, &[])).await.unwrap();
+    let sig = h.signals();
+    let turn = {
+        let h = h.clone();
+        tokio::spawn(async move { h.send_turn("long work").await })
+    };
+    (h, sig, turn)
+}
+
 /// Send a soft interrupt once jcode got the turn's message (the turn is open).
 async fn interrupt_during(env: &Env, h: &Arc<dyn Harness>, text: &str) {
     let deadline = tokio::time::Instant::now() + GUARD;
@@ -778,18 +798,7 @@ fn count_in_snapshot(h: &Arc<dyn Harness>, needle: &str) -> usize {
 #[tokio::test]
 async fn a_soft_interrupt_during_a_turn_is_injected_once() {
     let env = Env::new();
-    let f = env.factory();
-    let h = start(
-        &f,
-        env.ctx("steer", &[("FAKE_JCODE_TURN_DELAY_MS", "400")], &[]),
-    )
-    .await
-    .unwrap();
-    let _ = h.signals();
-    let turn = {
-        let h = h.clone();
-        tokio::spawn(async move { h.send_turn("long work").await })
-    };
+    let (h, _sig, turn) = busy_seat(&env, "steer", &[("FAKE_JCODE_TURN_DELAY_MS", "400")]).await;
     interrupt_during(&env, &h, "STEER-1").await;
     turn.await.unwrap().unwrap();
     let snap = std::fs::read_to_string(h.journal().unwrap().snapshot_path()).unwrap();
@@ -800,25 +809,11 @@ async fn a_soft_interrupt_during_a_turn_is_injected_once() {
 #[tokio::test]
 async fn an_interrupt_that_missed_the_turn_runs_as_a_follow_up_not_twice() {
     let env = Env::new();
-    let f = env.factory();
-    let h = start(
-        &f,
-        env.ctx(
-            "late-steer",
-            &[
-                ("FAKE_JCODE_TURN_DELAY_MS", "400"),
-                ("FAKE_JCODE_INJECT", "never"),
-            ],
-            &[],
-        ),
-    )
-    .await
-    .unwrap();
-    let _ = h.signals();
-    let turn = {
-        let h = h.clone();
-        tokio::spawn(async move { h.send_turn("long work").await })
-    };
+    let knobs = [
+        ("FAKE_JCODE_TURN_DELAY_MS", "400"),
+        ("FAKE_JCODE_INJECT", "never"),
+    ];
+    let (h, _sig, turn) = busy_seat(&env, "late-steer", &knobs).await;
     interrupt_during(&env, &h, "STEER-2").await;
     turn.await.unwrap().unwrap();
     // jcode's queue was cancelled and the text ran as its own turn, once.
@@ -856,25 +851,11 @@ async fn an_interrupt_that_missed_the_turn_runs_as_a_follow_up_not_twice() {
 #[tokio::test]
 async fn an_interrupt_answered_after_turn_done_still_joins_that_turn() {
     let env = Env::new();
-    let f = env.factory();
-    let h = start(
-        &f,
-        env.ctx(
-            "late-answer",
-            &[
-                ("FAKE_JCODE_TURN_DELAY_MS", "200"),
-                ("FAKE_JCODE_SOFT_REPLY_DELAY_MS", "800"),
-            ],
-            &[],
-        ),
-    )
-    .await
-    .unwrap();
-    let _ = h.signals();
-    let turn = {
-        let h = h.clone();
-        tokio::spawn(async move { h.send_turn("long work").await })
-    };
+    let knobs = [
+        ("FAKE_JCODE_TURN_DELAY_MS", "200"),
+        ("FAKE_JCODE_SOFT_REPLY_DELAY_MS", "800"),
+    ];
+    let (h, _sig, turn) = busy_seat(&env, "late-answer", &knobs).await;
     interrupt_during(&env, &h, "STEER-3").await;
     turn.await.unwrap().unwrap();
     // By the time the turn returned, the interrupt ran, once.
@@ -889,25 +870,11 @@ async fn an_interrupt_answered_after_turn_done_still_joins_that_turn() {
 #[tokio::test]
 async fn an_interrupt_the_seat_abandons_neither_hangs_the_turn_nor_stays_queued() {
     let env = Env::new();
-    let f = env.factory();
-    let h = start(
-        &f,
-        env.ctx(
-            "abandoned",
-            &[
-                ("FAKE_JCODE_TURN_DELAY_MS", "200"),
-                ("FAKE_JCODE_SOFT_REPLY_DELAY_MS", "800"),
-            ],
-            &[],
-        ),
-    )
-    .await
-    .unwrap();
-    let _ = h.signals();
-    let turn = {
-        let h = h.clone();
-        tokio::spawn(async move { h.send_turn("long work").await })
-    };
+    let knobs = [
+        ("FAKE_JCODE_TURN_DELAY_MS", "200"),
+        ("FAKE_JCODE_SOFT_REPLY_DELAY_MS", "800"),
+    ];
+    let (h, _sig, turn) = busy_seat(&env, "abandoned", &knobs).await;
     while env.sends("long work") == 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -933,17 +900,11 @@ async fn an_interrupt_the_seat_abandons_neither_hangs_the_turn_nor_stays_queued(
 /// jcode injects it into the TUI turn. `Joined` is told that turn's outcome.
 async fn interrupt_into_a_tui_turn(tui_fails: bool) -> (Env, Arc<dyn Harness>, bool) {
     let env = Env::new();
-    let f = env.factory();
     let mut extra = vec![("FAKE_JCODE_TUI_TURN_AFTER", "long work")];
     if tui_fails {
         extra.push(("FAKE_JCODE_TUI_TURN_FAIL", "1"));
     }
-    let h = start(&f, env.ctx("tui-steer", &extra, &[])).await.unwrap();
-    let mut sig = h.signals();
-    let turn = {
-        let h = h.clone();
-        tokio::spawn(async move { h.send_turn("long work").await })
-    };
+    let (h, mut sig, turn) = busy_seat(&env, "tui-steer", &extra).await;
     while env.sends("long work") == 0 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
