@@ -863,18 +863,12 @@ fn patient() -> jucode_cotal::seat::SeatOptions {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dm_whose_interrupt_ran_as_a_failed_turn_of_its_own_is_not_acked_and_is_carried_again() {
+/// A seat on `h` (its steps already scripted) busy with DM m1's turn, and DM m2 "steer me"
+/// sent as a soft interrupt that `h` holds unanswered.
+async fn busy_with_a_held_interrupt(h: &Scripted) -> (NatsServer, Peer, SeatProc) {
     let server = nats_with(&[]).await;
     let peer = Peer::connect(&server.url).await;
     let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
-    let h = Scripted::new();
-    h.push(Step::Hold); // the busy turn
-    h.push(Step::Fail {
-        code: Some("overloaded".into()),
-        message: "529".into(),
-    }); // the interrupt's own turn
-    h.push(Step::Hold); // the turn that carries it again
     let seat = SeatProc::start(cfg, h.clone(), patient());
     until("presence", || async { peer.presence().await.is_some() }).await;
 
@@ -886,6 +880,19 @@ async fn a_dm_whose_interrupt_ran_as_a_failed_turn_of_its_own_is_not_acked_and_i
         !h.interrupts().is_empty()
     })
     .await;
+    (server, peer, seat)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dm_whose_interrupt_ran_as_a_failed_turn_of_its_own_is_not_acked_and_is_carried_again() {
+    let h = Scripted::new();
+    h.push(Step::Hold); // the busy turn
+    h.push(Step::Fail {
+        code: Some("overloaded".into()),
+        message: "529".into(),
+    }); // the interrupt's own turn
+    h.push(Step::Hold); // the turn that carries it again
+    let (server, peer, seat) = busy_with_a_held_interrupt(&h).await;
     assert!(h.interrupts()[0].contains("steer me"));
 
     // The busy turn ends before the interrupt is answered, so the interrupt
@@ -933,22 +940,9 @@ async fn a_dm_whose_interrupt_ran_as_a_failed_turn_of_its_own_is_not_acked_and_i
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dm_injected_into_the_running_turn_is_acked_once_with_that_turn() {
-    let server = nats_with(&[]).await;
-    let peer = Peer::connect(&server.url).await;
-    let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
     let h = Scripted::new();
     h.push(Step::Hold);
-    let seat = SeatProc::start(cfg, h.clone(), patient());
-    until("presence", || async { peer.presence().await.is_some() }).await;
-
-    peer.dm_stored("m1", "start working").await;
-    until("the busy turn", || async { h.running() }).await;
-    h.hold_interrupts(true);
-    peer.dm_stored("m2", "steer me").await;
-    until("the soft interrupt is asked", || async {
-        !h.interrupts().is_empty()
-    })
-    .await;
+    let (server, peer, seat) = busy_with_a_held_interrupt(&h).await;
     // Answered while the turn runs: it joins that turn.
     h.answer_interrupt();
     until("both delivered", || async { peer.dm_unacked().await == 2 }).await;
@@ -979,9 +973,6 @@ async fn a_dm_injected_into_the_running_turn_is_acked_once_with_that_turn() {
 /// fine: un-acked and carried again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dm_joined_into_a_tui_turn_that_fails_is_not_acked_and_is_carried_again() {
-    let server = nats_with(&[]).await;
-    let peer = Peer::connect(&server.url).await;
-    let cfg = LaunchConfig::from_env(env(&server.url, &[]), false).unwrap();
     let h = Scripted::new();
     h.push(Step::Hold); // the busy turn
     h.push(Step::Hold); // the turn that carries it again
@@ -989,17 +980,7 @@ async fn a_dm_joined_into_a_tui_turn_that_fails_is_not_acked_and_is_carried_agai
         code: Some("overloaded".into()),
         message: "529".into(),
     });
-    let seat = SeatProc::start(cfg, h.clone(), patient());
-    until("presence", || async { peer.presence().await.is_some() }).await;
-
-    peer.dm_stored("m1", "start working").await;
-    until("the busy turn", || async { h.running() }).await;
-    h.hold_interrupts(true);
-    peer.dm_stored("m2", "steer me").await;
-    until("the soft interrupt is asked", || async {
-        !h.interrupts().is_empty()
-    })
-    .await;
+    let (server, peer, seat) = busy_with_a_held_interrupt(&h).await;
 
     // The busy turn ends well and the TUI turn starts in the same instant.
     h.release();
