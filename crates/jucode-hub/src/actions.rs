@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::HubError;
-use crate::util::now_ms;
+use jucode_clock::SharedClock;
 
 /// Closed items stay in the `closed` list this long.
 const CLOSED_LIST_MS: u64 = 7 * 24 * 60 * 60 * 1000;
@@ -65,6 +65,7 @@ impl Action {
 }
 
 pub(crate) struct Actions {
+    clock: SharedClock,
     log: JsonlLog,
     map: HashMap<String, Action>,
     next_order: u64,
@@ -76,9 +77,10 @@ pub(crate) struct Decided {
 }
 
 impl Actions {
-    pub(crate) fn open(store: &StateDir) -> Result<Actions, HubError> {
+    pub(crate) fn open(store: &StateDir, clock: SharedClock) -> Result<Actions, HubError> {
         let (log, records) = store.open_log::<Record>("actions.jsonl")?;
         let mut actions = Actions {
+            clock,
             log,
             map: HashMap::new(),
             next_order: 0,
@@ -144,7 +146,7 @@ impl Actions {
             .or_insert_with(|| Value::String(session.to_string()));
         self.write(Record::Deferred {
             action,
-            at: now_ms(),
+            at: self.clock.now_ms(),
         })?;
         Ok(true)
     }
@@ -160,7 +162,7 @@ impl Actions {
                 self.write(Record::Decided {
                     id: id.to_string(),
                     allow,
-                    at: now_ms(),
+                    at: self.clock.now_ms(),
                 })?;
                 Ok(true)
             }
@@ -186,7 +188,7 @@ impl Actions {
         self.write(Record::Decided {
             id: id.to_string(),
             allow,
-            at: now_ms(),
+            at: self.clock.now_ms(),
         })?;
         Ok(Decided { session })
     }
@@ -198,7 +200,7 @@ impl Actions {
             Some(State::Open) => self.write(Record::Closed {
                 id: id.to_string(),
                 reason,
-                at: now_ms(),
+                at: self.clock.now_ms(),
             }),
             Some(_) => Err(format!("action {id} is not open")),
         }
@@ -212,7 +214,7 @@ impl Actions {
                 let session = a.session().map(str::to_string);
                 self.write(Record::Reopened {
                     id: id.to_string(),
-                    at: now_ms(),
+                    at: self.clock.now_ms(),
                 })?;
                 Ok(session)
             }
@@ -222,7 +224,7 @@ impl Actions {
 
     /// The `actions` frame: open actions oldest first, and those closed or decided lately.
     pub(crate) fn event(&self) -> DaemonEvent {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let mut open: Vec<&Action> = Vec::new();
         let mut closed: Vec<(&Action, Value)> = Vec::new();
         for a in self.map.values() {

@@ -13,7 +13,8 @@ use jucode_store::{JsonlLog, StateDir};
 use serde::{Deserialize, Serialize};
 
 use crate::HubError;
-use crate::util::{hex, new_id, now_ms, random_bytes, sha256_hex};
+use crate::util::{hex, new_id, random_bytes, sha256_hex};
+use jucode_clock::SharedClock;
 
 /// Characters of a pairing code: no I, O, 0 or 1, which people misread.
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
@@ -82,6 +83,7 @@ pub enum PairError {
 }
 
 pub(crate) struct Devices {
+    clock: SharedClock,
     log: JsonlLog,
     devices: Vec<Device>,
     /// code → expiry (ms).
@@ -95,7 +97,7 @@ pub(crate) struct Devices {
 }
 
 impl Devices {
-    pub(crate) fn open(store: &StateDir) -> Result<Devices, HubError> {
+    pub(crate) fn open(store: &StateDir, clock: SharedClock) -> Result<Devices, HubError> {
         let (log, records) = store.open_log::<Record>("devices.jsonl")?;
         let mut devices: Vec<Device> = Vec::new();
         for record in records {
@@ -119,6 +121,7 @@ impl Devices {
         }
         let push = PushSubscriptions::open(store.path(PUSH_FILE), &devices)?;
         Ok(Devices {
+            clock,
             log,
             devices,
             codes: HashMap::new(),
@@ -144,7 +147,7 @@ impl Devices {
     }
 
     pub(crate) fn start_pairing(&mut self) -> Result<DaemonEvent, String> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.codes.retain(|_, expires| *expires > now);
         let bytes: [u8; CODE_LEN] = random_bytes().map_err(|e| e.to_string())?;
         // 256 is a multiple of 32, so the modulo is unbiased.
@@ -159,7 +162,7 @@ impl Devices {
 
     /// Whether pairing is refused for now after too many wrong codes.
     pub(crate) fn pairing_blocked(&mut self) -> bool {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         while self
             .failures
             .front()
@@ -174,7 +177,7 @@ impl Devices {
         if self.pairing_blocked() {
             return Err(PairError::TooManyAttempts);
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let code = code.trim().to_ascii_uppercase();
         // Single use: the code is gone whether or not it was still valid.
         match self.codes.remove(&code) {
@@ -204,7 +207,7 @@ impl Devices {
         now: u64,
     ) -> Result<(String, String), PairError> {
         let device = Device {
-            id: new_id("dev"),
+            id: new_id("dev", self.clock.now_ms()),
             name,
             token_hash,
             paired_at: now,
@@ -249,7 +252,7 @@ impl Devices {
         if let Some(found) = self.relay_device(key) {
             return Ok(found);
         }
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.codes.retain(|_, expires| *expires > now);
         let code = code.trim().to_ascii_uppercase();
         let well_formed =
@@ -301,7 +304,7 @@ impl Devices {
         self.log
             .append(&Record::Revoked {
                 id: device.to_string(),
-                at: now_ms(),
+                at: self.clock.now_ms(),
             })
             .map_err(|e| e.to_string())?;
         self.devices.retain(|d| d.id != device);
@@ -758,7 +761,7 @@ mod tests {
     fn devices() -> (tempfile::TempDir, StateDir, Devices) {
         let dir = tempfile::tempdir().unwrap();
         let store = StateDir::open(dir.path()).unwrap();
-        let devices = Devices::open(&store).unwrap();
+        let devices = Devices::open(&store, jucode_clock::SystemClock::shared()).unwrap();
         (dir, store, devices)
     }
 
@@ -794,7 +797,7 @@ mod tests {
         );
         // Survives a restart, kind included.
         drop(d);
-        let d = Devices::open(&store).unwrap();
+        let d = Devices::open(&store, jucode_clock::SystemClock::shared()).unwrap();
         assert_eq!(d.relay_device(&key).map(|f| f.0), Some(id));
     }
 
@@ -802,7 +805,7 @@ mod tests {
     fn expired_codes_and_five_wrong_tries_kill_codes() {
         let (_dir, _store, mut d) = devices();
         let c = code(&mut d);
-        d.codes.insert(c.clone(), now_ms() - 1);
+        d.codes.insert(c.clone(), d.clock.now_ms() - 1);
         assert_eq!(d.pair_relay(&c, "p", &[1u8; 32]), Err(PairError::WrongCode));
         let c = code(&mut d);
         for wrong in ["AAAAAAAA", "bad", "BBBBBBBB", "CCCCCCCC", "DDDDDDDD"] {

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use jucode_clock::SharedClock;
 use jucode_engine::EngineFactory;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
 use jucode_protocol::{ClientFrame, DaemonOp};
@@ -43,6 +44,9 @@ pub struct HubConfig {
     pub relay_url: Option<String>,
     /// Engines by name (`jucode`, `claude`, …). A name missing here is refused with a clear error.
     pub engines: HashMap<String, Arc<dyn EngineFactory>>,
+    /// Where the hub and everything it runs read time ([`jucode_clock::SystemClock`] in the
+    /// daemon, a [`jucode_clock::ManualClock`] in time-driven tests).
+    pub clock: SharedClock,
 }
 
 /// Why the hub could not start.
@@ -87,9 +91,9 @@ impl Hub {
         let store = StateDir::open(&config.home)?;
         let token = store.load_or_create_token()?;
         let sessions = sessions::Sessions::open(&store)?;
-        let actions = actions::Actions::open(&store)?;
-        let devices = devices::Devices::open(&store)?;
-        let workspaces = workspaces::Workspaces::open(&store)?;
+        let actions = actions::Actions::open(&store, config.clock.clone())?;
+        let devices = devices::Devices::open(&store, config.clock.clone())?;
+        let workspaces = workspaces::Workspaces::open(&store, config.clock.clone())?;
         let settings: Settings =
             jucode_store::read_json(&store.path("settings.json"))?.unwrap_or_default();
         Ok(Arc::new(Hub {

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use crate::clients::ClientId;
-use crate::util::{new_uuid, now_ms};
+use crate::util::new_uuid;
 use crate::{Auth, Hub, HubError, Inner, to_value};
 
 /// Engine names a client may ask for.
@@ -669,7 +669,7 @@ impl Hub {
         };
         let opens_at_startup = self.engine_factory(&engine)?.opens_at_startup();
         let session = new_uuid().map_err(|e| e.to_string())?;
-        let at = now_ms();
+        let at = self.config.clock.now_ms();
         let mut inner = self.lock();
         inner.sessions.append(&Record::Open {
             session: session.clone(),
@@ -686,7 +686,7 @@ impl Hub {
         if let Err(e) = self.start_engine(&mut inner, &session, req.options, false) {
             let _ = inner.sessions.append(&Record::Close {
                 session: session.clone(),
-                at: now_ms(),
+                at: self.config.clock.now_ms(),
             });
             inner.broadcast_sessions();
             return Err(e);
@@ -749,7 +749,7 @@ impl Hub {
                 }
                 self.engine_factory(&engine)?;
                 let cwd = self.resolve_user_path(cwd)?;
-                let at = now_ms();
+                let at = self.config.clock.now_ms();
                 let chat = cwd.starts_with(self.config.home.join("chats"));
                 inner.sessions.map.insert(
                     req.session.clone(),
@@ -770,11 +770,11 @@ impl Hub {
             engine,
             agent,
             chat,
-            at: now_ms(),
+            at: self.config.clock.now_ms(),
         })?;
         self.start_engine(&mut inner, &req.session, req.options, true)?;
         if let Some(s) = inner.sessions.map.get_mut(&req.session) {
-            s.updated_at = now_ms();
+            s.updated_at = self.config.clock.now_ms();
         }
         inner.clients.send(client, &reply);
         inner.broadcast_sessions();
@@ -808,7 +808,7 @@ impl Hub {
         if !inner.sessions.map.contains_key(session) {
             return Err(format!("unknown session {session}"));
         }
-        let at = now_ms();
+        let at = self.config.clock.now_ms();
         inner.sessions.append(&Record::Meta {
             session: session.to_string(),
             title: title.clone(),
@@ -966,7 +966,7 @@ impl Hub {
                 engine,
                 agent,
                 chat,
-                at: now_ms(),
+                at: self.config.clock.now_ms(),
             })?;
             self.start_engine(&mut inner, &session, Object::new(), true)?;
             inner.broadcast_sessions();
@@ -1004,7 +1004,7 @@ impl Hub {
                 match event.kind() {
                     "user_message" => {
                         s.busy = true;
-                        s.updated_at = now_ms();
+                        s.updated_at = self.config.clock.now_ms();
                         if s.client_title.is_none() && s.auto_title.is_none() {
                             title = event.str("content").and_then(title_from);
                         }
@@ -1012,7 +1012,7 @@ impl Hub {
                     "connecting" => s.busy = true,
                     _ if event.is_ready() => {
                         s.busy = false;
-                        s.updated_at = now_ms();
+                        s.updated_at = self.config.clock.now_ms();
                     }
                     _ => {}
                 }
@@ -1033,7 +1033,7 @@ impl Hub {
                     let record = Record::Title {
                         session: session.to_string(),
                         title,
-                        at: now_ms(),
+                        at: self.config.clock.now_ms(),
                     };
                     if let Err(e) = inner.sessions.append(&record) {
                         tracing::error!("{e}");
@@ -1088,7 +1088,7 @@ impl Hub {
                 if !shutting_down {
                     let record = Record::Close {
                         session: session.to_string(),
-                        at: now_ms(),
+                        at: self.config.clock.now_ms(),
                     };
                     if let Err(e) = inner.sessions.append(&record) {
                         tracing::error!("{e}");

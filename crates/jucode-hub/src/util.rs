@@ -1,24 +1,15 @@
-//! Small shared pieces: clocks, ids, random tokens.
+//! Small shared pieces: ids, random tokens.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
-/// Milliseconds since the Unix epoch (the daemon's time unit outside schedules).
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 static COUNTER: AtomicU64 = AtomicU64::new(1);
 
-/// A readable unique id: `<prefix>-<ms>-<counter>`.
-pub fn new_id(prefix: &str) -> String {
+/// A readable unique id: `<prefix>-<ms>-<counter>`, `ms` being the hub clock's time now.
+pub fn new_id(prefix: &str, now_ms: u64) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{prefix}-{}-{n}", now_ms())
+    format!("{prefix}-{now_ms}-{n}")
 }
 
 /// `n` random bytes from the system generator.

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HubError;
 use crate::util::new_id;
+use jucode_clock::SharedClock;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct File {
@@ -16,15 +17,16 @@ struct File {
 }
 
 pub(crate) struct Workspaces {
+    clock: SharedClock,
     path: PathBuf,
     file: File,
 }
 
 impl Workspaces {
-    pub(crate) fn open(store: &StateDir) -> Result<Workspaces, HubError> {
+    pub(crate) fn open(store: &StateDir, clock: SharedClock) -> Result<Workspaces, HubError> {
         let path = store.path("workspaces.json");
         let file = jucode_store::read_json(&path)?.unwrap_or_default();
-        Ok(Workspaces { path, file })
+        Ok(Workspaces { clock, path, file })
     }
 
     pub(crate) fn event(&self) -> DaemonEvent {
@@ -79,7 +81,7 @@ impl Workspaces {
         let mut list = self.file.workspaces.clone();
         if list.is_empty() {
             list.push(Workspace {
-                id: new_id("w"),
+                id: new_id("w", self.clock.now_ms()),
                 name: workspace_name
                     .filter(|n| !n.trim().is_empty())
                     .unwrap_or_else(|| "Default".into()),
@@ -111,7 +113,7 @@ impl Workspaces {
             .or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| path_str.clone());
         target.projects.push(Project {
-            id: new_id("p"),
+            id: new_id("p", self.clock.now_ms()),
             name,
             path: path_str,
             dirs: None,

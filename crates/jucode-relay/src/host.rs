@@ -716,6 +716,7 @@ mod tests {
             version: "test".into(),
             relay_url: Some("ws://relay.invalid/relay/v1".into()),
             engines: Default::default(),
+            clock: jucode_clock::SystemClock::shared(),
         })
         .unwrap()
     }

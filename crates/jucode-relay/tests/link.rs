@@ -57,6 +57,7 @@ async fn an_idle_daemon_authenticates_and_answers_every_ping() {
         version: "test".into(),
         relay_url: Some(url.clone()),
         engines: HashMap::new(),
+        clock: jucode_clock::SystemClock::shared(),
     })
     .unwrap();
     let task = jucode_relay::start(hub.clone(), url, "9.9.9".into());

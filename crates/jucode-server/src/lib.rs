@@ -208,6 +208,7 @@ pub async fn run(
             version: options.version,
             relay_url: options.relay,
             engines,
+            clock: jucode_clock::SystemClock::shared(),
         },
     })
     .await?;
