@@ -1,8 +1,8 @@
 //! Remote access end to end: the real `jucode-relay` binary and the real daemon on loopback,
-//! with a simulated phone (`jucode_relay::client`, a Noise IK initiator) on the client side.
+//! with a simulated phone (`jucode_relay_proto::client`, a Noise IK initiator) on the client side.
 //!
 //! Needs the binaries built first:
-//! `cargo build -p jucode-daemon -p jucode-relay-bin -p jucode-testsupport`.
+//! `cargo build -p jucode-daemon -p jucode-relay -p jucode-testsupport`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use jucode_relay::client::{ClientError, DeviceKeys, PairLink, Phone, parse_pair_link};
+use jucode_relay_proto::client::{ClientError, DeviceKeys, PairLink, Phone, parse_pair_link};
 use jucode_testsupport::{Client, daemon_bin, fake_serve_bin};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -89,7 +89,7 @@ impl Proc {
 }
 
 async fn start_relay(listen: &str, extra: &[&str]) -> Result<Proc> {
-    let mut cmd = Command::new(built("jucode-relay", "jucode-relay-bin")?);
+    let mut cmd = Command::new(built("jucode-relay", "jucode-relay")?);
     cmd.arg("--listen").arg(listen).args(extra);
     Proc::spawn(cmd, "listening on http://").await
 }
@@ -356,19 +356,20 @@ async fn replayed_tampered_and_reordered_frames_close_the_stream() -> Result<()>
 
     // Record msg1 as the relay would see it, then replay it on a new stream.
     let (hs, msg1) =
-        jucode_relay::client::first_message(&keys, &link.host_static, "p", Some(&link.code))?;
-    let ws = jucode_relay::client::connect_stream(&relay_url(&relay), &link.host).await?;
+        jucode_relay_proto::client::first_message(&keys, &link.host_static, "p", Some(&link.code))?;
+    let ws = jucode_relay_proto::client::connect_stream(&relay_url(&relay), &link.host).await?;
     let mut p = within("pair", Phone::finish(ws, hs, msg1.clone())).await??;
     assert_eq!(recv(&mut p).await?["type"], "hello");
-    let mut replay = jucode_relay::client::connect_stream(&relay_url(&relay), &link.host).await?;
+    let mut replay =
+        jucode_relay_proto::client::connect_stream(&relay_url(&relay), &link.host).await?;
     use futures_util::{SinkExt, StreamExt};
     replay
         .send(tokio_tungstenite::tungstenite::Message::binary(msg1))
         .await?;
     // The replayer gets a msg2 it cannot read (it lacks the phone's ephemeral and static
     // keys), the code is spent, and nothing was paired twice.
-    let msg2 = within("msg2", jucode_relay::client::next_binary(&mut replay)).await??;
-    let (mut attacker, _) = jucode_relay::client::first_message(
+    let msg2 = within("msg2", jucode_relay_proto::client::next_binary(&mut replay)).await??;
+    let (mut attacker, _) = jucode_relay_proto::client::first_message(
         &DeviceKeys::generate()?,
         &link.host_static,
         "x",
@@ -620,7 +621,7 @@ async fn push_reaches_a_fake_push_service_encrypted_and_410_drops_the_subscripti
     let ua_public = ua_secret.public_key().to_encoded_point(false);
     let mut auth = [0u8; 16];
     ring::rand::SecureRandom::fill(&rng, &mut auth).unwrap();
-    let b64 = jucode_relay::identity::b64;
+    let b64 = jucode_relay_proto::identity::b64;
     let endpoint = format!("{prefix}push/device-1");
     let sub = json!({"endpoint": endpoint, "keys": {"p256dh": b64(ua_public.as_bytes()), "auth": b64(&auth)}});
     let ok = request(

@@ -482,7 +482,7 @@ impl PushSubscriptions {
     }
 }
 
-/// What the hub asks of the relay connection, which lives outside the hub (`jucode-relay`)
+/// What the hub asks of the relay connection, which lives outside the hub (`jucode-relay-host`)
 /// so the hub stays transport-free.
 pub trait RelayLink: Send + Sync {
     /// The host id and the Noise static public key (base64url), made on first use.

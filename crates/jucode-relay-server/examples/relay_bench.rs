@@ -37,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
         let _ = stopped.await;
     }));
     for streams in [1, 32] {
-        let report = jucode_relay::bench::run(&url, streams, frame_bytes, frames).await?;
+        let report = jucode_relay_proto::bench::run(&url, streams, frame_bytes, frames).await?;
         println!("{report}");
     }
     let _ = stop.send(());

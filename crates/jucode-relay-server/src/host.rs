@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use futures_util::{SinkExt, StreamExt};
-use jucode_relay::close;
-use jucode_relay::frame::Frame;
-use jucode_relay::identity::{b64, host_id, unb64};
+use jucode_relay_proto::close;
+use jucode_relay_proto::frame::Frame;
+use jucode_relay_proto::identity::{b64, host_id, unb64};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 use serde_json::json;
@@ -43,7 +43,7 @@ fn verify(text: &str, nonce: &[u8]) -> Option<Vec<u8>> {
     }
     let public = unb64(&auth.public).filter(|k| k.len() == 32)?;
     let sig = unb64(&auth.sig).filter(|s| s.len() == 64)?;
-    let mut signed = jucode_relay::AUTH_CONTEXT.to_vec();
+    let mut signed = jucode_relay_proto::AUTH_CONTEXT.to_vec();
     signed.extend_from_slice(nonce);
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &public)
         .verify(&signed, &sig)

@@ -4,9 +4,11 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::Duration;
 
+use jucode_relay_proto::limits as proto;
 use tokio::time::Instant;
 
-/// Every limit and timer of the relay; [`Limits::default`] is the protocol's.
+/// Every limit and timer of the relay; [`Limits::default`] is the protocol's (the shared
+/// numbers come from `jucode_relay_proto::limits`).
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest WebSocket message, either side.
@@ -36,16 +38,16 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
-            max_message: 1024 * 1024,
-            streams_per_host: 32,
+            max_message: proto::MAX_MESSAGE,
+            streams_per_host: proto::STREAMS_PER_HOST,
             connects_per_ip: 20,
             host_auth_per_ip: 10,
-            handshake: Duration::from_secs(10),
+            handshake: proto::HANDSHAKE,
             idle: Duration::from_secs(600),
-            ping: Duration::from_secs(30),
-            host_dead: Duration::from_secs(75),
+            ping: proto::PING_EVERY,
+            host_dead: proto::HOST_DEAD,
             pushes_per_host: 60,
-            push_payload: 3 * 1024,
+            push_payload: proto::PUSH_PAYLOAD,
             push_skew: Duration::from_secs(300),
         }
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use jucode_relay::identity::{b64, host_id, unb64};
+use jucode_relay_proto::identity::{b64, host_id, unb64};
 use serde::Deserialize;
 use serde_json::Value;
 use web_push_native::jwt_simple::algorithms::{ECDSAP256KeyPairLike, ES256KeyPair};
@@ -99,7 +99,7 @@ impl Pusher {
         Pusher {
             config,
             public,
-            http: jucode_relay::push::http_client()
+            http: jucode_relay_proto::push::http_client()
                 .inspect_err(|e| tracing::warn!("push: no HTTP client: {e}"))
                 .ok(),
         }
@@ -169,7 +169,7 @@ pub(crate) async fn handle(req: Request<Incoming>, state: &Arc<State>) -> Respon
     };
     let signature = req
         .headers()
-        .get(jucode_relay::push::SIGNATURE_HEADER)
+        .get(jucode_relay_proto::push::SIGNATURE_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(unb64);
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
@@ -187,7 +187,7 @@ pub(crate) async fn handle(req: Request<Incoming>, state: &Arc<State>) -> Respon
     if !connected {
         return text(StatusCode::FORBIDDEN, "host not connected\n");
     }
-    let mut signed = jucode_relay::PUSH_CONTEXT.to_vec();
+    let mut signed = jucode_relay_proto::PUSH_CONTEXT.to_vec();
     signed.extend_from_slice(&body);
     let verified = signature.is_some_and(|sig| {
         ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &public)

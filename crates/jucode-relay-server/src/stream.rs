@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
-use jucode_relay::close;
-use jucode_relay::frame::Frame;
+use jucode_relay_proto::close;
+use jucode_relay_proto::frame::Frame;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use jucode_relay::client::{ClientWs, connect_stream, next_binary};
-use jucode_relay::frame::Frame;
-use jucode_relay::host::{authenticate, open_socket};
-use jucode_relay::identity::{Identity, b64};
+use jucode_relay_proto::client::{ClientWs, connect_stream, next_binary};
+use jucode_relay_proto::connect::{authenticate, open_socket};
+use jucode_relay_proto::frame::Frame;
+use jucode_relay_proto::identity::{Identity, b64};
 use jucode_relay_server::push::PushConfig;
 use jucode_relay_server::{Limits, Relay, RelayConfig};
 use serde_json::{Value, json};
@@ -73,7 +73,9 @@ async fn close_code(ws: &mut ClientWs) -> (u16, String) {
     loop {
         match tokio::time::timeout(GUARD, next_binary(ws)).await.unwrap() {
             Ok(_) => continue,
-            Err(jucode_relay::client::ClientError::Closed(code, reason)) => return (code, reason),
+            Err(jucode_relay_proto::client::ClientError::Closed(code, reason)) => {
+                return (code, reason);
+            }
             Err(e) => panic!("{e}"),
         }
     }
@@ -82,7 +84,7 @@ async fn close_code(ws: &mut ClientWs) -> (u16, String) {
 #[tokio::test]
 async fn health_and_unknown_paths() {
     let r = start(Limits::default(), None).await;
-    let http = jucode_relay::push::http_client().unwrap();
+    let http = jucode_relay_proto::push::http_client().unwrap();
     let resp = http
         .get(format!("{}/healthz", r.http))
         .send()
@@ -279,7 +281,7 @@ async fn the_push_endpoint_checks_everything_the_notes_ask() {
         }),
     )
     .await;
-    let http = jucode_relay::push::http_client().unwrap();
+    let http = jucode_relay_proto::push::http_client().unwrap();
     let key = http
         .get(format!("{}/push/key", r.http))
         .send()
@@ -323,7 +325,7 @@ async fn the_push_endpoint_checks_everything_the_notes_ask() {
     };
     let payload = json!({"title": "t", "body": "b"});
     let signed = |sub: &Value, payload: &Value, ts: u64| {
-        jucode_relay::push::signed_body(&id, sub.clone(), payload.clone(), ts)
+        jucode_relay_proto::push::signed_body(&id, sub.clone(), payload.clone(), ts)
     };
 
     // Not connected yet.
@@ -365,7 +367,7 @@ async fn push_refuses_endpoints_that_are_not_push_services() {
     .await;
     let id = Identity::generate().unwrap();
     let _h = host(&r, &id).await;
-    let http = jucode_relay::push::http_client().unwrap();
+    let http = jucode_relay_proto::push::http_client().unwrap();
     let ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -381,7 +383,7 @@ async fn push_refuses_endpoints_that_are_not_push_services() {
         ),
         (json!({"provider": "getui", "client_id": "c"}), 501),
     ] {
-        let (body, sig) = jucode_relay::push::signed_body(&id, sub.clone(), json!({}), ts);
+        let (body, sig) = jucode_relay_proto::push::signed_body(&id, sub.clone(), json!({}), ts);
         let status = http
             .post(format!("{}/push", r.http))
             .header("x-jucode-signature", sig)
@@ -406,7 +408,7 @@ async fn behind_a_proxy_limits_count_the_forwarded_address() {
         true,
     )
     .await;
-    let http = jucode_relay::push::http_client().unwrap();
+    let http = jucode_relay_proto::push::http_client().unwrap();
     let get = |ip: &'static str| {
         let http = http.clone();
         let url = format!("{}/connect?host=x", r.http);

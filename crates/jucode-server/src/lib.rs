@@ -214,7 +214,7 @@ pub async fn run(
     .await?;
     // With --no-relay there is no relay task at all; otherwise it follows the relay setting.
     if let Some(url) = relay {
-        jucode_relay::start(server.hub(), url, version);
+        jucode_relay_host::start(server.hub(), url, version);
     }
     let addr = server.local_addr().unwrap_or(options.listen);
     on_ready(addr, &server.hub().token_path());

@@ -87,7 +87,7 @@ async fn relay(frames: usize) -> Result<()> {
     );
     let mib = |b: f64| b / (1024.0 * 1024.0);
     for streams in [1, 32] {
-        let r = jucode_relay::bench::run(&url, streams, 16 * 1024, frames)
+        let r = jucode_relay_proto::bench::run(&url, streams, 16 * 1024, frames)
             .await
             .with_context(|| format!("relay bench with {streams} streams"))?;
         println!(

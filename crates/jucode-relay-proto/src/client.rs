@@ -9,18 +9,16 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::{self, Message};
 use zeroize::Zeroizing;
 
-use crate::host::{IoBox, LinkError, open_socket};
+use crate::connect::{ConnectError, IoBox, open_socket};
 use crate::identity::unb64;
+use crate::limits::MAX_MESSAGE;
 use crate::noise::{self, Channel, NoiseError};
-
-/// The relay's message limit (1 MiB).
-const MAX_MESSAGE: usize = 1024 * 1024;
 
 /// Why a client stream failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     #[error(transparent)]
-    Connect(#[from] LinkError),
+    Connect(#[from] ConnectError),
     #[error("websocket: {0}")]
     Ws(#[from] tungstenite::Error),
     #[error(transparent)]

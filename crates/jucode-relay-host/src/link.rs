@@ -13,27 +13,25 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use jucode_hub::{Auth, Hub, Outgoing, PairError};
+use jucode_relay_proto::close;
+use jucode_relay_proto::connect::{ConnectError, RelayWs, authenticate, open_socket};
+use jucode_relay_proto::frame::Frame;
+use jucode_relay_proto::identity::{Identity, b64};
+use jucode_relay_proto::limits;
+use jucode_relay_proto::noise::{self, Channel};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 use serde_json::json;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::frame::Frame;
-use crate::identity::{Identity, b64, unb64};
-use crate::noise::{self, Channel};
 use crate::push::PushClient;
 
 /// The relay's ping period; we ping as often to find half-open TCP.
-const PING_EVERY: Duration = Duration::from_secs(30);
+const PING_EVERY: Duration = limits::PING_EVERY;
 /// Silence this long means the link is dead.
-const DEAD_AFTER: Duration = Duration::from_secs(75);
-/// Each connect step (TCP, TLS, upgrade) and the challenge wait.
-const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+const DEAD_AFTER: Duration = limits::HOST_DEAD;
 /// A phone gets this long to send its first Noise message.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(15);
 const BACKOFF_START: Duration = Duration::from_secs(1);
@@ -50,10 +48,7 @@ const STREAM_QUEUE: usize = 512;
 /// Frames waiting for the socket writer (shared by every stream).
 const WRITER_QUEUE: usize = 1024;
 /// The relay's message limit, with room for the frame header.
-const MAX_LINK_MESSAGE: usize = 1024 * 1024 + 64;
-
-/// A floor for the write-buffer cap, above tungstenite's 128 KiB write buffer.
-const WRITE_BUFFER_FLOOR: usize = 512 * 1024;
+const MAX_LINK_MESSAGE: usize = limits::MAX_MESSAGE + 64;
 
 /// Starts the relay task for `url` (`--relay`). It connects whenever the hub's relay switch is
 /// on (the `relay` setting and no `--no-relay`) and disconnects when it goes off.
@@ -84,7 +79,7 @@ impl Link {
         if let Some(id) = &*slot {
             return Ok(id.clone());
         }
-        let id = Arc::new(Identity::load_or_create(&self.dir).map_err(|e| e.to_string())?);
+        let id = Arc::new(crate::identity::load_or_create(&self.dir).map_err(|e| e.to_string())?);
         *slot = Some(id.clone());
         Ok(id)
     }
@@ -115,26 +110,29 @@ impl jucode_hub::RelayLink for Link {
 /// Why a link ended.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    #[error("{0} timed out")]
-    Timeout(&'static str),
-    #[error("relay URL {0:?}: {1}")]
-    Url(String, String),
-    #[error("connect: {0}")]
-    Io(#[from] std::io::Error),
-    #[error("websocket: {0}")]
-    Ws(#[from] tungstenite::Error),
-    #[error("tls: {0}")]
-    Tls(String),
-    #[error("relay identity: {0}")]
-    Identity(String),
-    #[error("relay protocol: {0}")]
-    Protocol(String),
-    #[error("the relay closed the link ({0}: {1})")]
-    Closed(u16, String),
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
     #[error("no word from the relay for 75 s")]
     Dead,
     #[error("the relay was turned off")]
     Off,
+}
+
+impl From<tungstenite::Error> for LinkError {
+    fn from(e: tungstenite::Error) -> LinkError {
+        LinkError::Connect(ConnectError::Ws(e))
+    }
+}
+
+impl LinkError {
+    fn protocol(what: &str) -> LinkError {
+        LinkError::Connect(ConnectError::Protocol(what.into()))
+    }
+
+    /// Whether the relay ended the link because a newer connection with our host id took it.
+    fn replaced(&self) -> bool {
+        matches!(self, LinkError::Connect(ConnectError::Closed(code, _)) if *code == close::REPLACED)
+    }
 }
 
 async fn supervise(hub: Arc<Hub>, link: Arc<Link>, url: String, version: String) {
@@ -157,14 +155,13 @@ async fn supervise(hub: Arc<Hub>, link: Arc<Link>, url: String, version: String)
             connect_and_serve(&hub, &identity, &url, &version, &mut switch, &mut up_since).await;
         hub.set_relay_connected(false, None);
         let up_for = up_since.map(|t: Instant| t.elapsed());
-        let replaced =
-            matches!(&result, Err(LinkError::Closed(code, _)) if *code == crate::close::REPLACED);
+        let replaced = result.as_ref().is_err_and(LinkError::replaced);
         match &result {
             Err(LinkError::Off) => {
                 tracing::info!("relay: disconnected (turned off)");
                 continue;
             }
-            Err(LinkError::Closed(code, _)) if *code == crate::close::REPLACED => {
+            Err(e) if e.replaced() => {
                 // Another daemon with this identity took the link: do not fight over it.
                 tracing::warn!(
                     "relay: replaced by another connection with this host id (is a copy of this daemon running elsewhere?); waiting"
@@ -220,91 +217,6 @@ fn jitter() -> Duration {
     Duration::from_millis(u64::from(u16::from_le_bytes(b)) % 1000)
 }
 
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
-
-async fn step<T, E: Into<LinkError>>(
-    what: &'static str,
-    fut: impl std::future::Future<Output = Result<T, E>>,
-) -> Result<T, LinkError> {
-    match tokio::time::timeout(STEP_TIMEOUT, fut).await {
-        Ok(r) => r.map_err(Into::into),
-        Err(_) => Err(LinkError::Timeout(what)),
-    }
-}
-
-/// TCP, then TLS for `wss`, then the WebSocket upgrade, each bounded by 10 s.
-pub async fn open_socket(
-    url: &str,
-    max_message: usize,
-) -> Result<WebSocketStream<Box<dyn IoBox>>, LinkError> {
-    let bad = |m: &str| LinkError::Url(url.to_string(), m.to_string());
-    let uri: http::Uri = url
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
-    let tls = match uri.scheme_str() {
-        Some("wss") => true,
-        Some("ws") => false,
-        _ => return Err(bad("the scheme must be ws or wss")),
-    };
-    let host = uri.host().ok_or_else(|| bad("no host"))?.to_string();
-    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-    let host_for_tcp = host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_string();
-    let tcp = step(
-        "TCP connect",
-        tokio::net::TcpStream::connect((host_for_tcp.as_str(), port)),
-    )
-    .await?;
-    let _ = tcp.set_nodelay(true);
-    let stream: Box<dyn IoBox> = if tls {
-        let connector = tokio_rustls::TlsConnector::from(tls_config()?);
-        let name = rustls::pki_types::ServerName::try_from(host_for_tcp.clone())
-            .map_err(|e| bad(&e.to_string()))?;
-        Box::new(step("TLS handshake", connector.connect(name, tcp)).await?)
-    } else {
-        Box::new(tcp)
-    };
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(max_message))
-        .max_frame_size(Some(max_message))
-        // Must exceed the 128 KiB write buffer or tungstenite panics.
-        .max_write_buffer_size((4 * max_message).max(WRITE_BUFFER_FLOOR));
-    let (ws, _) = step(
-        "WebSocket upgrade",
-        tokio_tungstenite::client_async_with_config(url, stream, Some(config)),
-    )
-    .await?;
-    Ok(ws)
-}
-
-/// Anything the WebSocket can run over (TCP, or TLS over TCP).
-pub trait IoBox: AsyncRead + AsyncWrite + Unpin + Send {}
-impl<T: Io> IoBox for T {}
-
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, LinkError> {
-    let roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| LinkError::Tls(e.to_string()))?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "t", rename_all = "snake_case")]
-enum RelayText {
-    Challenge { nonce: String },
-    Ready { host: String },
-}
-
 /// What the socket writer is asked to do.
 enum Out {
     Frame(Frame),
@@ -334,70 +246,6 @@ async fn connect_and_serve(
     hub.set_relay_connected(true, Some(identity.host_id()));
     *up_since = Some(Instant::now());
     serve(hub, identity, ws, switch).await
-}
-
-/// Answers the relay's challenge and waits for `ready` (a host link's first step).
-pub async fn authenticate(
-    ws: &mut WebSocketStream<Box<dyn IoBox>>,
-    identity: &Identity,
-    version: &str,
-) -> Result<(), LinkError> {
-    let nonce = match read_text(ws).await? {
-        RelayText::Challenge { nonce } => nonce,
-        RelayText::Ready { .. } => {
-            return Err(LinkError::Protocol("ready before challenge".into()));
-        }
-    };
-    let nonce = unb64(&nonce)
-        .filter(|n| n.len() == 32)
-        .ok_or_else(|| LinkError::Protocol("the challenge nonce is not 32 bytes".into()))?;
-    let mut signed = crate::AUTH_CONTEXT.to_vec();
-    signed.extend_from_slice(&nonce);
-    let auth = json!({
-        "t": "auth",
-        "pub": b64(identity.public()),
-        "sig": b64(&identity.sign(&signed)),
-        "v": version,
-    });
-    step("sending auth", ws.send(Message::text(auth.to_string()))).await?;
-    match read_text(ws).await? {
-        RelayText::Ready { host } => {
-            if host != identity.host_id() {
-                return Err(LinkError::Protocol(format!(
-                    "the relay calls us {host}, not {}",
-                    identity.host_id()
-                )));
-            }
-            Ok(())
-        }
-        RelayText::Challenge { .. } => Err(LinkError::Protocol("a second challenge".into())),
-    }
-}
-
-async fn read_text(ws: &mut WebSocketStream<Box<dyn IoBox>>) -> Result<RelayText, LinkError> {
-    loop {
-        let msg = match tokio::time::timeout(STEP_TIMEOUT, ws.next()).await {
-            Err(_) => return Err(LinkError::Timeout("relay authentication")),
-            Ok(None) => return Err(LinkError::Protocol("the relay hung up".into())),
-            Ok(Some(m)) => m?,
-        };
-        match msg {
-            Message::Text(t) => {
-                return serde_json::from_str(t.as_str())
-                    .map_err(|e| LinkError::Protocol(format!("unexpected text {e}")));
-            }
-            Message::Close(frame) => {
-                let (code, reason) = frame
-                    .map(|f| (u16::from(f.code), f.reason.to_string()))
-                    .unwrap_or((1005, String::new()));
-                return Err(LinkError::Closed(code, reason));
-            }
-            Message::Ping(_) => {
-                ws.flush().await?;
-            }
-            _ => return Err(LinkError::Protocol("binary before ready".into())),
-        }
-    }
 }
 
 /// Failed handshakes in the last minute, shared by every stream of the daemon.
@@ -431,7 +279,7 @@ impl Limiter {
 async fn serve(
     hub: &Arc<Hub>,
     identity: &Arc<Identity>,
-    ws: WebSocketStream<Box<dyn IoBox>>,
+    ws: RelayWs,
     switch: &mut watch::Receiver<bool>,
 ) -> Result<(), LinkError> {
     let (mut sink, mut stream) = ws.split();
@@ -465,7 +313,7 @@ async fn serve(
         };
         let msg = match next {
             Err(_) => break Err(LinkError::Dead),
-            Ok(None) => break Err(LinkError::Protocol("the relay hung up".into())),
+            Ok(None) => break Err(LinkError::protocol("the relay hung up")),
             Ok(Some(Err(e))) => break Err(e.into()),
             Ok(Some(Ok(msg))) => msg,
         };
@@ -487,7 +335,7 @@ async fn serve(
                 let (code, reason) = frame
                     .map(|f| (u16::from(f.code), f.reason.to_string()))
                     .unwrap_or((1005, String::new()));
-                break Err(LinkError::Closed(code, reason));
+                break Err(ConnectError::Closed(code, reason).into());
             }
             Message::Text(_) => tracing::warn!("relay: ignoring a text frame after ready"),
             Message::Pong(_) | Message::Frame(_) => {}
@@ -695,6 +543,8 @@ impl StreamTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use jucode_relay_proto::connect::IoBox;
+    use tokio_tungstenite::WebSocketStream;
 
     #[test]
     fn backoff_doubles_to_a_minute_and_resets_only_after_30_s_up() {

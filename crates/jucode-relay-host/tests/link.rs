@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use jucode_hub::{Auth, Hub, HubConfig, Outgoing};
-use jucode_relay::identity::{b64, host_id, unb64};
+use jucode_relay_proto::identity::{b64, host_id, unb64};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -60,7 +60,7 @@ async fn an_idle_daemon_authenticates_and_answers_every_ping() {
         clock: jucode_clock::SystemClock::shared(),
     })
     .unwrap();
-    let task = jucode_relay::start(hub.clone(), url, "9.9.9".into());
+    let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());
 
     let (tcp, _) = tokio::time::timeout(GUARD, listener.accept())
         .await

@@ -1,6 +1,6 @@
-//! Notifications through the relay (relay-protocol §9): a signed `POST /relay/v1/push`. The
-//! relay does the VAPID signing and Web Push encryption, so it reads the payload: keep titles
-//! and bodies free of anything sensitive.
+//! The push request both sides agree on (relay-protocol §9): a `POST /relay/v1/push` whose
+//! exact body bytes the host signs. The relay does the VAPID signing and Web Push encryption,
+//! so it reads the payload: keep titles and bodies free of anything sensitive.
 
 use std::sync::Arc;
 
@@ -10,22 +10,6 @@ use crate::identity::{Identity, b64};
 
 /// The header carrying the Ed25519 signature over `jucode-relay-push-v1:` ‖ body.
 pub const SIGNATURE_HEADER: &str = "x-jucode-signature";
-
-/// Why a push could not be handed to the relay.
-#[derive(Debug, thiserror::Error)]
-pub enum PushError {
-    #[error("the relay URL has no push endpoint (it must start with ws:// or wss://)")]
-    Url,
-    #[error("the relay could not be reached: {0}")]
-    Http(String),
-}
-
-/// Sends push requests to one relay.
-#[derive(Clone)]
-pub struct PushClient {
-    endpoint: Option<String>,
-    http: Option<reqwest::Client>,
-}
 
 /// `wss://h/relay/v1` → `https://h/relay/v1/push` (and `ws` → `http`).
 pub fn push_endpoint(relay_url: &str) -> Option<String> {
@@ -59,39 +43,6 @@ pub fn http_client() -> Result<reqwest::Client, String> {
         .map_err(|e| e.to_string())
 }
 
-impl PushClient {
-    pub fn new(relay_url: &str) -> PushClient {
-        PushClient {
-            endpoint: push_endpoint(relay_url),
-            http: http_client()
-                .inspect_err(|e| tracing::warn!("push: no HTTP client: {e}"))
-                .ok(),
-        }
-    }
-
-    /// Sends one notification; the relay's HTTP status (204 sent, 410 subscription gone, …).
-    pub async fn send(
-        &self,
-        identity: &Identity,
-        subscription: Value,
-        payload: Value,
-    ) -> Result<u16, PushError> {
-        let (Some(endpoint), Some(http)) = (&self.endpoint, &self.http) else {
-            return Err(PushError::Url);
-        };
-        let body = signed_body(identity, subscription, payload, now_ms());
-        let response = http
-            .post(endpoint)
-            .header("content-type", "application/json")
-            .header(SIGNATURE_HEADER, body.1)
-            .body(body.0)
-            .send()
-            .await
-            .map_err(|e| PushError::Http(e.to_string()))?;
-        Ok(response.status().as_u16())
-    }
-}
-
 /// The exact body bytes and their signature header value.
 pub fn signed_body(
     identity: &Identity,
@@ -113,13 +64,6 @@ pub fn signed_body(
     (body, signature)
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,8 +83,7 @@ mod tests {
 
     #[test]
     fn the_signature_covers_the_exact_body() {
-        let dir = tempfile::tempdir().unwrap();
-        let id = Identity::load_or_create(dir.path()).unwrap();
+        let id = Identity::generate().unwrap();
         let (body, sig) = signed_body(
             &id,
             json!({"endpoint": "https://p/x"}),

@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::client::{ClientError, DeviceKeys, Phone};
+use crate::connect::{ConnectError, authenticate, open_socket};
 use crate::frame::Frame;
-use crate::host::{LinkError, authenticate, open_socket};
 use crate::identity::{Identity, IdentityError};
 use crate::noise::{self, Channel, NoiseError};
 
@@ -59,7 +59,7 @@ impl std::fmt::Display for BenchReport {
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error(transparent)]
-    Link(#[from] LinkError),
+    Link(#[from] ConnectError),
     #[error(transparent)]
     Client(#[from] ClientError),
     #[error(transparent)]
@@ -210,7 +210,7 @@ fn round_trip_leg(from: &mut Channel, to: &mut Channel, text: &[u8]) -> Result<(
 /// A host that accepts any device and sends every frame straight back.
 async fn echo_host(relay_url: String, identity: Arc<Identity>) -> Result<(), BenchError> {
     let url = format!("{}/host", relay_url.trim_end_matches('/'));
-    let mut ws = open_socket(&url, 1024 * 1024 + 64).await?;
+    let mut ws = open_socket(&url, crate::limits::MAX_MESSAGE + 64).await?;
     authenticate(&mut ws, &identity, "bench").await?;
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = mpsc::channel::<Frame>(1024);
