@@ -1,13 +1,25 @@
 //! Connected clients and their outgoing queues.
+//!
+//! Each queue is bounded twice, in frames and in bytes; a client that falls behind either bound
+//! is dropped with close 1008 (`client too slow`) rather than let grow without limit or stall
+//! the others. The front end closes the socket itself when a write stalls.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-/// How many frames may wait for one client before it counts as too slow and is dropped.
+/// How many frames may wait for one client before it counts as too slow and is dropped. A
+/// turn's stream of small deltas is the burst this must absorb while a client catches up.
 pub const CLIENT_QUEUE: usize = 4096;
+/// How many bytes of frames may wait for one client before it counts as too slow and is
+/// dropped. The largest single frames are snapshots (a view holds up to 4 MiB of conversation
+/// text, which JSON escaping can roughly double), so this holds a full snapshot with a burst of
+/// events behind it; a frame arriving at an empty queue is always taken, so no frame is too big
+/// to send at all. A slow client thus pins at most this much plus one frame.
+pub const CLIENT_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A connection's id, unique for the daemon's life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -41,17 +53,54 @@ pub struct Kick {
 pub struct Connection {
     pub id: ClientId,
     /// Frames to write, in order. Ends when the hub drops the client.
-    pub frames: mpsc::Receiver<Outgoing>,
+    pub frames: Frames,
     /// Becomes `Some` when the hub ends the connection (revoked, too slow): close at once with
     /// this code, without draining `frames`.
     pub kicked: watch::Receiver<Option<Kick>>,
+}
+
+/// A client's queue as the front end reads it; taking a frame frees its bytes in the budget.
+#[derive(Debug)]
+pub struct Frames {
+    rx: mpsc::Receiver<Outgoing>,
+    queued: Arc<AtomicUsize>,
+}
+
+impl Frames {
+    /// The next frame; `None` once the hub dropped the client and the queue is empty.
+    pub async fn recv(&mut self) -> Option<Outgoing> {
+        let frame = self.rx.recv().await;
+        if let Some(f) = &frame {
+            self.took(f);
+        }
+        frame
+    }
+
+    /// The next frame if one is waiting.
+    pub fn try_recv(&mut self) -> Result<Outgoing, mpsc::error::TryRecvError> {
+        let frame = self.rx.try_recv()?;
+        self.took(&frame);
+        Ok(frame)
+    }
+
+    fn took(&self, frame: &Outgoing) {
+        let Outgoing::Frame(text) = frame;
+        self.queued.fetch_sub(text.len(), Ordering::Relaxed);
+    }
 }
 
 struct Client {
     auth: Auth,
     tx: mpsc::Sender<Outgoing>,
     kick: watch::Sender<Option<Kick>>,
+    /// Bytes queued and not yet taken by the front end.
+    queued: Arc<AtomicUsize>,
 }
+
+const TOO_SLOW: Kick = Kick {
+    code: 1008,
+    reason: "client too slow",
+};
 
 #[derive(Default)]
 pub(crate) struct Clients {
@@ -63,10 +112,23 @@ impl Clients {
     pub(crate) fn add(&mut self, auth: Auth) -> Connection {
         self.next += 1;
         let id = ClientId(self.next);
-        let (tx, frames) = mpsc::channel(CLIENT_QUEUE);
+        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
         let (kick, kicked) = watch::channel(None);
-        self.map.insert(id, Client { auth, tx, kick });
-        Connection { id, frames, kicked }
+        let queued = Arc::new(AtomicUsize::new(0));
+        self.map.insert(
+            id,
+            Client {
+                auth,
+                tx,
+                kick,
+                queued: queued.clone(),
+            },
+        );
+        Connection {
+            id,
+            frames: Frames { rx, queued },
+            kicked,
+        }
     }
 
     pub(crate) fn remove(&mut self, id: ClientId) {
@@ -81,7 +143,8 @@ impl Clients {
         self.map.keys().copied().collect()
     }
 
-    /// Queues a frame for one client. A client whose queue is full is dropped.
+    /// Queues a frame for one client. A client whose queue is full (in frames or bytes) is
+    /// dropped.
     pub(crate) fn send(&mut self, id: ClientId, frame: &Value) {
         let text: Arc<str> = frame.to_string().into();
         self.send_text(id, text);
@@ -91,6 +154,13 @@ impl Clients {
         let Some(client) = self.map.get(&id) else {
             return true;
         };
+        let len = text.len();
+        let queued = client.queued.load(Ordering::Relaxed);
+        if queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
+            self.kick(id, TOO_SLOW);
+            return false;
+        }
+        client.queued.fetch_add(len, Ordering::Relaxed);
         match client.tx.try_send(Outgoing::Frame(text)) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Closed(_)) => {
@@ -98,13 +168,7 @@ impl Clients {
                 false
             }
             Err(mpsc::error::TrySendError::Full(_)) => {
-                self.kick(
-                    id,
-                    Kick {
-                        code: 1008,
-                        reason: "client too slow",
-                    },
-                );
+                self.kick(id, TOO_SLOW);
                 false
             }
         }
@@ -155,5 +219,54 @@ impl Clients {
             );
         }
         ids
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(bytes: usize) -> Value {
+        Value::String("x".repeat(bytes))
+    }
+
+    #[tokio::test]
+    async fn a_client_over_the_byte_budget_is_dropped_with_1008() {
+        let mut clients = Clients::default();
+        let mut conn = clients.add(Auth::Local);
+        // Any frame is taken into an empty queue, even one over the whole budget.
+        clients.send(conn.id, &frame(CLIENT_QUEUE_BYTES + 10));
+        assert!(clients.auth(conn.id).is_some());
+        let Some(Outgoing::Frame(big)) = conn.frames.recv().await else {
+            panic!("the big frame was not queued")
+        };
+        assert_eq!(big.len(), CLIENT_QUEUE_BYTES + 12);
+        // Taking it freed its bytes: frames up to the budget fit again, and one more does not.
+        let half = CLIENT_QUEUE_BYTES / 2 - 2;
+        clients.send(conn.id, &frame(half));
+        clients.send(conn.id, &frame(half));
+        assert!(clients.auth(conn.id).is_some());
+        clients.send(conn.id, &frame(1));
+        assert!(clients.auth(conn.id).is_none(), "still registered");
+        assert_eq!(
+            *conn.kicked.borrow(),
+            Some(Kick {
+                code: 1008,
+                reason: "client too slow"
+            })
+        );
+    }
+
+    #[test]
+    fn a_client_over_the_frame_budget_is_dropped_with_1008() {
+        let mut clients = Clients::default();
+        let conn = clients.add(Auth::Local);
+        for _ in 0..CLIENT_QUEUE {
+            clients.send(conn.id, &frame(1));
+        }
+        assert!(clients.auth(conn.id).is_some());
+        assert_eq!(clients.broadcast(&frame(1)), vec![conn.id]);
+        assert!(clients.auth(conn.id).is_none());
+        assert_eq!(conn.kicked.borrow().as_ref().map(|k| k.code), Some(1008));
     }
 }

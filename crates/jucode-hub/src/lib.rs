@@ -29,7 +29,7 @@ use jucode_store::{StateDir, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use clients::{Auth, ClientId, Connection, Outgoing};
+pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{PairError, Paired, RelayLink, app_origin, push_payload};
 
 /// What the hub needs from its host.

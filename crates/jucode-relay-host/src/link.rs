@@ -47,6 +47,9 @@ const MAX_STREAMS: usize = 64;
 const STREAM_QUEUE: usize = 512;
 /// Frames waiting for the socket writer (shared by every stream).
 const WRITER_QUEUE: usize = 1024;
+/// How long a write may stall: one to the relay socket before the link is judged dead, or one
+/// of a stream's frames into the link writer's queue before that stream is closed.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The relay's message limit, with room for the frame header.
 const MAX_LINK_MESSAGE: usize = limits::MAX_MESSAGE + 64;
 
@@ -116,6 +119,8 @@ pub enum LinkError {
     Dead,
     #[error("the relay was turned off")]
     Off,
+    #[error("a write to the relay stalled for 30 s")]
+    Stalled,
 }
 
 impl From<tungstenite::Error> for LinkError {
@@ -286,23 +291,28 @@ async fn serve(
     let (out_tx, mut out_rx) = mpsc::channel::<Out>(WRITER_QUEUE);
     // The one writer: stream frames, our pings, and a flush after every ping we read so the
     // automatic pong leaves even when nothing else is written.
-    let writer = tokio::spawn(async move {
+    // Every write is bounded: a relay that stops reading ends the link instead of stalling it.
+    let mut writer = tokio::spawn(async move {
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.tick().await;
         loop {
-            let result = tokio::select! {
-                out = out_rx.recv() => match out {
-                    None => break,
-                    Some(Out::Flush) => sink.flush().await,
-                    Some(Out::Frame(f)) => sink.send(Message::binary(f.encode())).await,
-                },
-                _ = ping.tick() => sink.send(Message::Ping(Vec::new().into())).await,
+            let write = async {
+                tokio::select! {
+                    out = out_rx.recv() => match out {
+                        None => None,
+                        Some(Out::Flush) => Some(sink.flush().await),
+                        Some(Out::Frame(f)) => Some(sink.send(Message::binary(f.encode())).await),
+                    },
+                    _ = ping.tick() => Some(sink.send(Message::Ping(Vec::new().into())).await),
+                }
             };
-            if result.is_err() {
-                break;
+            match tokio::time::timeout(WRITE_TIMEOUT, write).await {
+                Ok(Some(Ok(()))) => {}
+                Ok(None) => break,
+                Ok(Some(Err(_))) | Err(_) => return,
             }
         }
-        let _ = sink.close().await;
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
     });
     let limiter = Arc::new(Mutex::new(Limiter::default()));
     let mut streams: HashMap<u32, mpsc::Sender<Vec<u8>>> = HashMap::new();
@@ -310,6 +320,8 @@ async fn serve(
         let next = tokio::select! {
             next = tokio::time::timeout(DEAD_AFTER, stream.next()) => next,
             _ = switch.wait_for(|on| !*on) => break Err(LinkError::Off),
+            // The writer only stops on its own when a write failed or stalled.
+            _ = &mut writer => break Err(LinkError::Stalled),
         };
         let msg = match next {
             Err(_) => break Err(LinkError::Dead),
@@ -419,8 +431,10 @@ impl StreamTask {
             .is_ok()
     }
 
+    /// Tells the relay to close this stream; bounded, since a stalled link ends by itself.
     async fn close(&self) {
-        let _ = self.out.send(Out::Frame(Frame::Close(self.id))).await;
+        let close = self.out.send(Out::Frame(Frame::Close(self.id)));
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, close).await;
     }
 
     async fn run(self, mut inbound: mpsc::Receiver<Vec<u8>>) {
@@ -526,11 +540,22 @@ impl StreamTask {
                 frame = frames.recv() => {
                     let Some(Outgoing::Frame(text)) = frame else { break };
                     let Ok(messages) = channel.seal(text.as_bytes()) else { break };
-                    let mut ok = true;
-                    for m in messages {
-                        ok = ok && self.send(m).await;
-                    }
-                    if !ok {
+                    let send_all = async {
+                        for m in messages {
+                            if !self.send(m).await {
+                                return false;
+                            }
+                        }
+                        true
+                    };
+                    let sent = tokio::select! {
+                        // The write first: one that completes at once is never cut short.
+                        biased;
+                        sent = tokio::time::timeout(WRITE_TIMEOUT, send_all) => sent.unwrap_or(false),
+                        // Dropped by the hub (too slow, revoked) while waiting on the link.
+                        Ok(()) = kicked.changed() => false,
+                    };
+                    if !sent {
                         break;
                     }
                 }

@@ -30,6 +30,9 @@ pub struct ServerConfig {
     /// The remote page's files, if any.
     pub web: Option<PathBuf>,
     pub hub: HubConfig,
+    /// How long one write to a WebSocket client may stall before its connection is reset
+    /// ([`ws::WRITE_TIMEOUT`] in the daemon; tests make it short).
+    pub write_timeout: Duration,
 }
 
 /// Why the server could not start or stopped.
@@ -52,6 +55,7 @@ pub enum ServerError {
 pub(crate) struct Shared {
     pub(crate) hub: Arc<Hub>,
     pub(crate) web: Option<PathBuf>,
+    pub(crate) write_timeout: Duration,
 }
 
 /// A bound, not yet serving daemon.
@@ -76,6 +80,7 @@ impl Server {
             shared: Arc::new(Shared {
                 hub,
                 web: config.web,
+                write_timeout: config.write_timeout,
             }),
         })
     }
@@ -210,6 +215,7 @@ pub async fn run(
             engines,
             clock: jucode_clock::SystemClock::shared(),
         },
+        write_timeout: ws::WRITE_TIMEOUT,
     })
     .await?;
     // With --no-relay there is no relay task at all; otherwise it follows the relay setting.

@@ -2,13 +2,17 @@
 //! connection.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use jucode_hub::{ClientId, Connection, Hub, Outgoing};
+use jucode_hub::{ClientId, Connection, Frames, Hub, Kick, Outgoing};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -27,6 +31,12 @@ pub const MAX_MESSAGE: usize = 8 * 1024 * 1024;
 const MAX_FRAME: usize = 2 * MAX_MESSAGE;
 /// Frames written in one go before a flush.
 const WRITE_BATCH: usize = 64;
+/// How long one write (a batch of frames, or the close frame) may take before the client is
+/// judged stalled and its connection reset. Generous for a slow link: even a 16 MiB catch-up
+/// needs only about 4.5 Mbit/s to move within it.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the peer gets to answer our close frame before the socket is closed anyway.
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 pub(crate) fn is_upgrade(req: &Request<Incoming>) -> bool {
     let has = |name: header::HeaderName, token: &str| {
@@ -80,24 +90,37 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     }
     let accept = derive_accept_key(key.as_bytes());
     let hub = shared.hub.clone();
+    let write_timeout = shared.write_timeout;
     tokio::spawn(async move {
-        match hyper::upgrade::on(req).await {
-            Ok(upgraded) => {
-                let config = WebSocketConfig::default()
-                    .max_message_size(Some(MAX_MESSAGE))
-                    .max_frame_size(Some(MAX_FRAME))
-                    .max_write_buffer_size(4 * MAX_MESSAGE);
-                let ws = WebSocketStream::from_raw_socket(
-                    TokioIo::new(upgraded),
-                    Role::Server,
-                    Some(config),
-                )
-                .await;
-                let conn = hub.connect(auth);
-                run(hub, ws, conn).await;
+        let upgraded = match hyper::upgrade::on(req).await {
+            Ok(upgraded) => upgraded,
+            Err(e) => {
+                tracing::debug!("upgrade failed: {e}");
+                return;
             }
-            Err(e) => tracing::debug!("upgrade failed: {e}"),
-        }
+        };
+        // Back to the TCP stream itself, so a stalled client can be reset rather than left
+        // half-closed with megabytes queued; bytes hyper read past the request come along.
+        let parts = match upgraded.downcast::<TokioIo<TcpStream>>() {
+            Ok(parts) => parts,
+            Err(_) => {
+                tracing::warn!("an upgraded connection is not plain TCP; dropping it");
+                return;
+            }
+        };
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(MAX_MESSAGE))
+            .max_frame_size(Some(MAX_FRAME))
+            .max_write_buffer_size(4 * MAX_MESSAGE);
+        let ws = WebSocketStream::from_partially_read(
+            parts.io.into_inner(),
+            parts.read_buf.to_vec(),
+            Role::Server,
+            Some(config),
+        )
+        .await;
+        let conn = hub.connect(auth);
+        run(hub, ws, conn, write_timeout).await;
     });
     let mut r = Response::new(Body::default());
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -110,60 +133,148 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     r
 }
 
-async fn run<S>(hub: Arc<Hub>, ws: WebSocketStream<S>, conn: Connection)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+/// How the writer ended.
+enum Ending {
+    /// The close frame went out (or the peer was already gone): let the peer answer it.
+    Closed,
+    /// A write stalled, failed, or was cut short by a kick: reset the connection now.
+    Abort,
+}
+
+/// What the connection is carried on: TCP in the daemon, anything in unit tests.
+pub(crate) trait Socket:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
 {
-    let Connection {
-        id,
-        mut frames,
-        mut kicked,
-    } = conn;
-    let (mut sink, mut stream) = ws.split();
-    let (close_tx, mut close_rx) = tokio::sync::mpsc::channel::<CloseFrame>(1);
+    /// Makes dropping the socket reset the connection, discarding what the peer never read.
+    fn reset_on_drop(&self) {}
+}
 
-    // The writer owns the sink: hub frames in batches, and the one close frame at the end.
-    let writer = tokio::spawn(async move {
-        let close = loop {
-            tokio::select! {
-                biased;
-                // An error here only means the hub forgot the client; the close_rx or frames
-                // branch then says why.
-                Ok(()) = kicked.changed() => {
-                    let kick = kicked.borrow().clone();
-                    break kick.map(|k| CloseFrame { code: CloseCode::from(k.code), reason: k.reason.into() });
-                }
-                close = close_rx.recv() => break close,
-                frame = frames.recv() => {
-                    let Some(Outgoing::Frame(first)) = frame else {
-                        break Some(CloseFrame { code: CloseCode::Away, reason: "the daemon is stopping".into() });
-                    };
-                    if sink.feed(Message::text(first.to_string())).await.is_err() {
-                        return;
-                    }
-                    let mut n = 1;
-                    while n < WRITE_BATCH {
-                        let Ok(Outgoing::Frame(next)) = frames.try_recv() else { break };
-                        if sink.feed(Message::text(next.to_string())).await.is_err() {
-                            return;
-                        }
-                        n += 1;
-                    }
-                    if sink.flush().await.is_err() {
-                        return;
-                    }
-                }
-            }
-        };
-        let _ = sink.send(Message::Close(close)).await;
-        let _ = sink.close().await;
-    });
+impl Socket for TcpStream {
+    fn reset_on_drop(&self) {
+        // A zero linger sends RST at close instead of keeping megabytes the peer will not read.
+        let _ = self.set_zero_linger();
+    }
+}
 
-    read_loop(&hub, id, &mut stream, &close_tx).await;
+async fn run<S: Socket>(
+    hub: Arc<Hub>,
+    ws: WebSocketStream<S>,
+    conn: Connection,
+    write_timeout: Duration,
+) {
+    let Connection { id, frames, kicked } = conn;
+    let (sink, mut stream) = ws.split();
+    let (close_tx, close_rx) = tokio::sync::mpsc::channel::<CloseFrame>(1);
+    let mut writer = tokio::spawn(write_loop(sink, frames, kicked, close_rx, write_timeout));
+
+    let written = tokio::select! {
+        () = read_loop(&hub, id, &mut stream, &close_tx) => None,
+        // The writer ended first (kicked, stalled, daemon stopping): stop reading too, so the
+        // socket is really closed and not only forgotten by the hub.
+        w = &mut writer => Some(w),
+    };
     hub.disconnect(id);
     drop(close_tx);
-    // Give the writer a moment to send its close frame; a dead peer must not hold us.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), writer).await;
+    let written = match written {
+        Some(w) => w,
+        // The writer sends its close frame, each write bounded by the write timeout.
+        None => (&mut writer).await,
+    };
+    let Ok((sink, ending)) = written else {
+        return;
+    };
+    if let Ending::Closed = ending {
+        // Give the peer a moment to answer our close frame; a dead peer must not hold us.
+        let _ = tokio::time::timeout(write_timeout.min(CLOSE_WAIT), async {
+            while let Some(Ok(m)) = stream.next().await {
+                if m.is_close() {
+                    break;
+                }
+            }
+        })
+        .await;
+    }
+    if let Ok(ws) = sink.reunite(stream) {
+        if let Ending::Abort = ending {
+            ws.get_ref().reset_on_drop();
+        }
+        tracing::debug!("client {}: connection closed", id.0);
+    }
+}
+
+/// Writes hub frames in batches, then the one close frame. Every write is bounded by
+/// `write_timeout`, and a kick is seen even in the middle of a write.
+async fn write_loop<S: Socket>(
+    mut sink: SplitSink<WebSocketStream<S>, Message>,
+    mut frames: Frames,
+    mut kicked: watch::Receiver<Option<Kick>>,
+    mut close_rx: tokio::sync::mpsc::Receiver<CloseFrame>,
+    write_timeout: Duration,
+) -> (SplitSink<WebSocketStream<S>, Message>, Ending) {
+    let close = loop {
+        tokio::select! {
+            biased;
+            // An error here only means the hub forgot the client; the close_rx or frames
+            // branch then says why.
+            Ok(()) = kicked.changed() => break kick_frame(&kicked),
+            close = close_rx.recv() => break close,
+            frame = frames.recv() => {
+                let Some(Outgoing::Frame(first)) = frame else {
+                    break Some(CloseFrame { code: CloseCode::Away, reason: "the daemon is stopping".into() });
+                };
+                let batch = write_batch(&mut sink, &mut frames, first);
+                tokio::select! {
+                    // The write first: one that completes at once is never cut short.
+                    biased;
+                    done = tokio::time::timeout(write_timeout, batch) => match done {
+                        Ok(Ok(())) => {}
+                        Ok(Err(_)) => return (sink, Ending::Abort),
+                        Err(_) => {
+                            tracing::info!("a client stopped reading for {write_timeout:?}: closing it");
+                            return (sink, Ending::Abort);
+                        }
+                    },
+                    // Dropped by the hub while the peer is not reading: its close frame
+                    // would queue behind what it never reads, so reset at once.
+                    Ok(()) = kicked.changed() => return (sink, Ending::Abort),
+                }
+            }
+        }
+    };
+    let sent = tokio::time::timeout(write_timeout, async {
+        sink.send(Message::Close(close)).await?;
+        sink.close().await
+    })
+    .await;
+    match sent {
+        Ok(_) => (sink, Ending::Closed),
+        Err(_) => (sink, Ending::Abort),
+    }
+}
+
+fn kick_frame(kicked: &watch::Receiver<Option<Kick>>) -> Option<CloseFrame> {
+    kicked.borrow().as_ref().map(|k| CloseFrame {
+        code: CloseCode::from(k.code),
+        reason: k.reason.into(),
+    })
+}
+
+/// `first` and whatever else is waiting (up to [`WRITE_BATCH`] frames), then one flush.
+async fn write_batch<S: Socket>(
+    sink: &mut SplitSink<WebSocketStream<S>, Message>,
+    frames: &mut Frames,
+    first: Arc<str>,
+) -> Result<(), WsError> {
+    sink.feed(Message::text(first.to_string())).await?;
+    let mut n = 1;
+    while n < WRITE_BATCH {
+        let Ok(Outgoing::Frame(next)) = frames.try_recv() else {
+            break;
+        };
+        sink.feed(Message::text(next.to_string())).await?;
+        n += 1;
+    }
+    sink.flush().await
 }
 
 async fn read_loop<S>(
