@@ -203,7 +203,8 @@ async fn run<S: Socket>(
 }
 
 /// Writes hub frames in batches, then the one close frame. Every write is bounded by
-/// `write_timeout`, and a kick is seen even in the middle of a write.
+/// `write_timeout`, and a kick is seen even in the middle of a write: from then on only the
+/// close frame is written.
 async fn write_loop<S: Socket>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
     mut frames: Frames,
@@ -234,9 +235,11 @@ async fn write_loop<S: Socket>(
                             return (sink, Ending::Abort);
                         }
                     },
-                    // Dropped by the hub while the peer is not reading: its close frame
-                    // would queue behind what it never reads, so reset at once.
-                    Ok(()) = kicked.changed() => return (sink, Ending::Abort),
+                    // Dropped by the hub while the peer is not reading: stop writing frames at
+                    // once. The close frame queues behind what is already buffered, so a peer
+                    // that resumes reading within the write timeout still learns why; one that
+                    // does not is reset when that runs out.
+                    Ok(()) = kicked.changed() => break kick_frame(&kicked),
                 }
             }
         }
