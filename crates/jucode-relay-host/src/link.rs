@@ -601,8 +601,18 @@ mod tests {
         WebSocketStream<Box<dyn IoBox>>,
         WebSocketStream<tokio::io::DuplexStream>,
     ) {
+        link_with_buffer(1 << 20).await
+    }
+
+    /// As [`link`], with `buffer` bytes of room each way.
+    async fn link_with_buffer(
+        buffer: usize,
+    ) -> (
+        WebSocketStream<Box<dyn IoBox>>,
+        WebSocketStream<tokio::io::DuplexStream>,
+    ) {
         use tokio_tungstenite::tungstenite::protocol::Role;
-        let (a, b) = tokio::io::duplex(1 << 20);
+        let (a, b) = tokio::io::duplex(buffer);
         let daemon =
             WebSocketStream::from_raw_socket(Box::new(a) as Box<dyn IoBox>, Role::Client, None)
                 .await;
@@ -652,6 +662,36 @@ mod tests {
         let result = serve(&hub, &identity, daemon, &mut switch).await;
         assert!(matches!(result, Err(LinkError::Dead)), "{result:?}");
         assert!(start.elapsed() >= DEAD_AFTER);
+    }
+
+    /// A relay that keeps talking but never reads: the daemon's pongs fill the link, the
+    /// writer's write stalls, and after the write timeout the link ends as stalled (before
+    /// the 75 s silence rule could notice anything, since the relay is not silent).
+    #[tokio::test(start_paused = true)]
+    async fn a_relay_that_stops_reading_ends_the_link_after_the_write_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = hub(dir.path());
+        let identity = Arc::new(Identity::generate().unwrap());
+        let (daemon, mut relay) = link_with_buffer(1024).await;
+        let (_on, mut switch) = watch::channel(true);
+        let pings = tokio::spawn(async move {
+            for _ in 0..200 {
+                if relay
+                    .send(Message::Ping(vec![7u8; 100].into()))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            // Keep the relay's end open (and unread) until the test is over.
+            std::future::pending::<()>().await;
+        });
+        let start = Instant::now();
+        let result = serve(&hub, &identity, daemon, &mut switch).await;
+        assert!(matches!(result, Err(LinkError::Stalled)), "{result:?}");
+        assert!(start.elapsed() >= WRITE_TIMEOUT && start.elapsed() < DEAD_AFTER);
+        pings.abort();
     }
 
     #[test]
