@@ -137,11 +137,11 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
 enum Ending {
     /// The close frame went out (or the peer was already gone): let the peer answer it.
     Closed,
-    /// A write stalled, failed, or was cut short by a kick: reset the connection now.
+    /// A write stalled or failed: reset the connection now.
     Abort,
 }
 
-/// What the connection is carried on: TCP in the daemon, anything in unit tests.
+/// What a WebSocket connection is carried on (the daemon's TCP streams).
 pub(crate) trait Socket:
     tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static
 {
@@ -167,12 +167,7 @@ async fn run<S: Socket>(
     let (close_tx, close_rx) = tokio::sync::mpsc::channel::<CloseFrame>(1);
     let mut writer = tokio::spawn(write_loop(sink, frames, kicked, close_rx, write_timeout));
 
-    let written = tokio::select! {
-        () = read_loop(&hub, id, &mut stream, &close_tx) => None,
-        // The writer ended first (kicked, stalled, daemon stopping): stop reading too, so the
-        // socket is really closed and not only forgotten by the hub.
-        w = &mut writer => Some(w),
-    };
+    let written = read_loop(&hub, id, &mut stream, &close_tx, &mut writer).await;
     hub.disconnect(id);
     drop(close_tx);
     let written = match written {
@@ -280,15 +275,25 @@ async fn write_batch<S: Socket>(
     sink.flush().await
 }
 
-async fn read_loop<S>(
+/// Hands client frames to the hub until the client leaves or errs, or the writer ends first
+/// (kicked, stalled, daemon stopping): then reading stops too, so the socket is really closed
+/// and not only forgotten by the hub, and the writer's result comes back. The writer is only
+/// watched between frames, so an op is never cut off halfway through.
+async fn read_loop<S, W>(
     hub: &Arc<Hub>,
     id: ClientId,
     stream: &mut futures_util::stream::SplitStream<WebSocketStream<S>>,
     close_tx: &tokio::sync::mpsc::Sender<CloseFrame>,
-) where
+    writer: &mut tokio::task::JoinHandle<W>,
+) -> Option<Result<W, tokio::task::JoinError>>
+where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    while let Some(message) = stream.next().await {
+    loop {
+        let message = tokio::select! {
+            message = stream.next() => message?,
+            written = &mut *writer => return Some(written),
+        };
         match message {
             Ok(Message::Text(text)) => hub.handle(id, text.as_str()).await,
             Ok(Message::Binary(_)) => {
@@ -297,7 +302,7 @@ async fn read_loop<S>(
                     "invalid frame: binary frames are not part of the protocol",
                 );
             }
-            Ok(Message::Close(_)) => break,
+            Ok(Message::Close(_)) => return None,
             Ok(_) => {}
             Err(WsError::Capacity(e)) => {
                 let _ = close_tx
@@ -306,7 +311,7 @@ async fn read_loop<S>(
                         reason: format!("frame too large: {e}").into(),
                     })
                     .await;
-                break;
+                return None;
             }
             Err(e) => {
                 tracing::debug!("client {}: {e}", id.0);
@@ -316,7 +321,7 @@ async fn read_loop<S>(
                         reason: "protocol error".into(),
                     })
                     .await;
-                break;
+                return None;
             }
         }
     }
