@@ -164,8 +164,13 @@ async fn serve(
                     if let Some(client) = client
                         && client.try_send(ClientOut::Data(payload)).is_err()
                     {
-                        // A client that cannot keep up loses its stream, not the host link.
+                        // A client that cannot keep up loses its stream, not the host link;
+                        // the host is told, so it lets go of its end too.
                         drop_stream(state, host, generation, id, 1008, "too slow");
+                        let host_tx = state.hosts().get(host).map(|h| h.tx.clone());
+                        if let Some(tx) = host_tx {
+                            let _ = tx.try_send(HostOut::Frame(Frame::Close(id).encode()));
+                        }
                     }
                 }
                 Ok(Frame::Close(id)) => drop_stream(

@@ -33,6 +33,8 @@ pub struct Limits {
     pub push_payload: usize,
     /// How far a push request's `ts` may be from now.
     pub push_skew: Duration,
+    /// How long one write to a client may stall before its connection is closed.
+    pub write_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -49,6 +51,7 @@ impl Default for Limits {
             pushes_per_host: 60,
             push_payload: proto::PUSH_PAYLOAD,
             push_skew: Duration::from_secs(300),
+            write_timeout: Duration::from_secs(30),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The client side: one WebSocket per stream, carried to the host as open/data/close frames.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use jucode_relay_proto::close;
@@ -54,26 +55,37 @@ pub(crate) async fn run(mut ws: Ws, state: Arc<State>, host: String) {
         return;
     }
     let (mut sink, mut stream) = ws.split();
-    let writer = tokio::spawn(async move {
+    let write_timeout = state.limits.write_timeout;
+    // Every write is bounded: a client that stops reading loses its connection, it does not
+    // keep a blocked writer (and so its socket) alive.
+    let mut writer = tokio::spawn(async move {
         while let Some(out) = rx.recv().await {
-            match out {
-                ClientOut::Data(bytes) => {
-                    if sink.send(Message::binary(bytes)).await.is_err() {
-                        break;
-                    }
-                }
-                ClientOut::Close(code, reason) => {
-                    let _ = sink.send(close_frame(code, reason)).await;
-                    break;
-                }
+            let (message, last) = match out {
+                ClientOut::Data(bytes) => (Message::binary(bytes), false),
+                ClientOut::Close(code, reason) => (close_frame(code, reason), true),
+            };
+            match tokio::time::timeout(write_timeout, sink.send(message)).await {
+                Ok(Ok(())) if !last => {}
+                Ok(Ok(())) => break,
+                Ok(Err(_)) | Err(_) => return,
             }
         }
-        let _ = sink.close().await;
+        let _ = tokio::time::timeout(write_timeout, sink.close()).await;
     });
     // Why the client side ended, if the relay must tell the client.
     let mut ours: Option<(u16, &'static str)> = None;
+    let mut writer_done = false;
     loop {
-        let msg = match tokio::time::timeout(state.limits.idle, stream.next()).await {
+        let next = tokio::select! {
+            next = tokio::time::timeout(state.limits.idle, stream.next()) => next,
+            // The writer ended (a stalled or failed write, or the stream was dropped and its
+            // close sent): stop reading, so both halves of the socket go.
+            _ = &mut writer => {
+                writer_done = true;
+                break;
+            }
+        };
+        let msg = match next {
             Err(_) => {
                 ours = Some((1000, "idle"));
                 break;
@@ -120,5 +132,12 @@ pub(crate) async fn run(mut ws: Ws, state: Arc<State>, host: String) {
     if was_ours {
         let _ = host_tx.try_send(HostOut::Frame(Frame::Close(id).encode()));
     }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), writer).await;
+    if !writer_done
+        && tokio::time::timeout(Duration::from_secs(2), &mut writer)
+            .await
+            .is_err()
+    {
+        // Its socket half must not outlive the stream.
+        writer.abort();
+    }
 }

@@ -427,3 +427,34 @@ async fn behind_a_proxy_limits_count_the_forwarded_address() {
     assert_eq!(get("10.0.0.1").await, 429);
     assert_eq!(get("10.0.0.2").await, 400);
 }
+
+/// A client that stops reading: once a write to it stalls for the write timeout its
+/// connection is closed and the host hears the stream ended. Fewer frames than the client's
+/// queue holds, so only the stalled write can have ended it.
+#[tokio::test]
+async fn a_client_that_stops_reading_is_closed_after_the_write_timeout() {
+    let r = start(
+        Limits {
+            write_timeout: Duration::from_millis(200),
+            ..Limits::default()
+        },
+        None,
+    )
+    .await;
+    let id = Identity::generate().unwrap();
+    let mut h = host(&r, &id).await;
+    let _silent = connect_stream(&r.url, &id.host_id()).await.unwrap();
+    let Frame::Open(s) = host_frame(&mut h).await else {
+        panic!()
+    };
+    // About 7 MB: more than the socket buffers between the relay and a client not reading.
+    for _ in 0..120 {
+        h.send(Message::binary(Frame::Data(s, vec![5u8; 60_000]).encode()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(host_frame(&mut h).await, Frame::Close(s));
+    // The host link itself is unharmed: a new stream still opens.
+    let _next = connect_stream(&r.url, &id.host_id()).await.unwrap();
+    assert!(matches!(host_frame(&mut h).await, Frame::Open(_)));
+}
