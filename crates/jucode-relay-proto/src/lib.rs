@@ -7,7 +7,7 @@
 //! [`identity`] (host keys, host id, the protocol's base64). [`close`] and [`limits`] are the
 //! numbers both sides must agree on; [`push`] is the signed push request. [`connect`] opens a
 //! socket to a relay and answers the host challenge; [`client`] is the phone's end of a stream
-//! (tests and benchmarks); [`bench`] measures stream throughput through a relay.
+//! (tests and benchmarks); [`bench`](mod@bench) measures stream throughput through a relay.
 
 pub mod bench;
 pub mod client;
