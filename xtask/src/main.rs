@@ -5,6 +5,7 @@ mod ci;
 mod conformance;
 mod daemon;
 mod interop;
+mod tidy;
 
 use std::process::ExitCode;
 
@@ -17,7 +18,9 @@ commands:
   conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
                                      (FILTER: run only fixtures whose name contains it)
   bench [--quick] [--no-build]       event fan-out and cold start against in-process references
-  ci                                 fmt, clippy, protocol deps, build, tests, conformance, bench --quick
+  tidy [--fix]                       crate graph vs docs/ARCHITECTURE.md (--fix rewrites it), layering
+                                     rules, unused dependencies, file sizes
+  ci                                 fmt, clippy, tidy, docs, build, tests, conformance, bench --quick
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      through the adapters against a fake model server";
 
@@ -73,6 +76,16 @@ fn run() -> Result<bool> {
                 bail!("ci takes no arguments, got {extra}");
             }
             ci::run()
+        }
+        "tidy" => {
+            let mut options = tidy::Options { fix: false };
+            for arg in rest {
+                match arg.as_str() {
+                    "--fix" => options.fix = true,
+                    other => bail!("unexpected argument {other}\n{USAGE}"),
+                }
+            }
+            tidy::run(options)
         }
         "interop" => {
             if let Some(extra) = rest.first() {
