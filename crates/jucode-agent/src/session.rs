@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use jucode_clock::{Clock, SystemClock};
 use jucode_engine::EngineOutput;
 use jucode_protocol::serve::{Event, TranscriptItem};
 use jucode_protocol::{ApprovalMode, Object};
@@ -159,9 +160,7 @@ pub(crate) struct Setup {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    SystemClock::new().now_ms()
 }
 
 impl Ctx {

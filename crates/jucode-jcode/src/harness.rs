@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use jucode_clock::{Clock, SystemClock};
 use jucode_cotal::harness::{Harness, HarnessSignal, JournalSource, Steered, TurnFailure};
 use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use serde_json::Value;
@@ -391,7 +392,7 @@ impl Shared {
     /// Wait until the pump handled `n` events of this connection
     /// (deadlock-guarded: a connection replaced meanwhile restarts the count).
     async fn until_pumped(&self, n: u64) {
-        let deadline = tokio::time::Instant::now() + crate::api::REQUEST_TIMEOUT;
+        let clock = SystemClock::new();
         loop {
             let changed = self.pumped_changed.notified();
             tokio::pin!(changed);
@@ -399,7 +400,8 @@ impl Shared {
             if self.pumped.load(Ordering::SeqCst) >= n {
                 return;
             }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let left = crate::api::REQUEST_TIMEOUT.saturating_sub(clock.elapsed());
+            if tokio::time::timeout(left, changed).await.is_err() {
                 return;
             }
         }

@@ -43,7 +43,10 @@ pub(super) async fn start(
         None => READINESS_TIMEOUT,
     };
     let frames = if tryl!(frame_log_wanted(j("COTAL_JCODE_FRAME_LOG").as_deref())) {
-        let ts = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ");
+        let now_ms = i64::try_from(SystemClock::new().now_ms()).unwrap_or(i64::MAX);
+        let ts = chrono::DateTime::from_timestamp_millis(now_ms)
+            .unwrap_or_default()
+            .format("%Y%m%dT%H%M%S%.3fZ");
         let path = home
             .root
             .join("logs")

@@ -62,8 +62,8 @@ impl Shared {
             {
                 continue;
             }
-            let started = tokio::time::Instant::now();
-            let deadline = started + self.recovery_window;
+            // The window is measured from here.
+            let clock = SystemClock::new();
             self.log
                 .line("the private Harness connection closed; opening the recovery window");
             if self.recovered_once.swap(true, Ordering::SeqCst) {
@@ -87,7 +87,7 @@ impl Shared {
             let mut attempt = 0u32;
             loop {
                 attempt += 1;
-                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let remaining = self.recovery_window.saturating_sub(clock.elapsed());
                 if remaining.is_zero() {
                     recovery_error = "the recovery window expired".to_string();
                     break;
@@ -194,12 +194,12 @@ impl Shared {
 
     /// Wait (bounded) until jcode's log shows the cotal MCP server connected.
     pub(super) async fn wait_for_mcp_hint(&self) -> bool {
-        let deadline = tokio::time::Instant::now() + self.mcp_hint_wait;
+        let clock = SystemClock::new();
         loop {
             if self.jcode_logs.appended_contains(MCP_READY_HINT) {
                 return true;
             }
-            if tokio::time::Instant::now() >= deadline {
+            if clock.elapsed() >= self.mcp_hint_wait {
                 return false;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
