@@ -38,15 +38,44 @@ pub fn render(ws: &Workspace) -> String {
             out.push('\n');
         }
         last_layer = Some(layer);
-        let deps = ws.member_deps(name);
-        if deps.is_empty() {
-            out.push_str(name);
-        } else {
-            out.push_str(&format!("{name:<width$} → {}", deps.join(", ")));
-        }
+        out.push_str(&row(name, width, &ws.member_deps(name)));
         out.push('\n');
     }
     out.push_str("```\n");
+    out
+}
+
+/// The width a diagram line may fill before a crate's dependencies wrap.
+const WIDTH: usize = 100;
+
+/// `name → a, b, …`, the dependencies wrapped under the first one past [`WIDTH`].
+fn row(name: &str, width: usize, deps: &[&str]) -> String {
+    if deps.is_empty() {
+        return name.to_string();
+    }
+    let lead = format!("{name:<width$} → ");
+    let indent = " ".repeat(lead.chars().count());
+    let mut out = lead;
+    let mut line_len = out.chars().count();
+    for (i, dep) in deps.iter().enumerate() {
+        let piece = if i + 1 < deps.len() {
+            format!("{dep},")
+        } else {
+            dep.to_string()
+        };
+        if i > 0 {
+            if line_len + 1 + piece.len() > WIDTH {
+                out.push('\n');
+                out.push_str(&indent);
+                line_len = indent.len();
+            } else {
+                out.push(' ');
+                line_len += 1;
+            }
+        }
+        out.push_str(&piece);
+        line_len += piece.len();
+    }
     out
 }
 
@@ -160,6 +189,20 @@ mod tests {
         // Fixing twice changes nothing.
         assert_eq!(splice(&fixed, &block)?, fixed);
         Ok(())
+    }
+
+    #[test]
+    fn long_rows_wrap_under_the_first_dependency() {
+        let deps = ["a-long-crate-name"; 8];
+        let text = row("x", 1, &deps);
+        assert!(text.lines().count() > 1, "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= WIDTH), "{text}");
+        assert!(
+            text.lines().skip(1).all(|l| l.starts_with("    a-long")),
+            "{text}"
+        );
+        assert_eq!(text.matches("a-long-crate-name").count(), 8);
+        assert_eq!(row("x", 3, &["a", "b"]), "x   → a, b");
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod layering;
 mod size;
 mod unused;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -142,7 +142,7 @@ fn layering_rules(ws: &Workspace) -> bool {
     ok
 }
 
-fn read_all(files: &[std::path::PathBuf]) -> Result<Vec<String>> {
+fn read_all(files: &[PathBuf]) -> Result<Vec<String>> {
     files
         .iter()
         .map(|f| std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display())))
@@ -152,7 +152,7 @@ fn read_all(files: &[std::path::PathBuf]) -> Result<Vec<String>> {
 fn unused_dependencies(ws: &Workspace) -> Result<bool> {
     let mut found = Vec::new();
     for member in &ws.members {
-        let sources = read_all(&unused::rust_files(&member.dir, &ws.target_dir, true)?)?;
+        let sources = read_all(&rust_files(&member.dir, &ws.target_dir, true)?)?;
         for dep in unused::unused(member, &sources) {
             let sections: Vec<&str> = dep.kinds.iter().map(|k| k.section()).collect();
             found.push(format!(
@@ -184,7 +184,7 @@ fn relative<'a>(root: &Path, path: &'a Path) -> std::borrow::Cow<'a, str> {
 
 fn file_sizes(ws: &Workspace) -> Result<bool> {
     let mut over = Vec::new();
-    for file in unused::rust_files(&ws.root, &ws.target_dir, false)? {
+    for file in rust_files(&ws.root, &ws.target_dir, false)? {
         let text = std::fs::read_to_string(&file)
             .with_context(|| format!("reading {}", file.display()))?;
         let lines = size::code_lines(&text);
@@ -211,4 +211,33 @@ fn file_sizes(ws: &Workspace) -> Result<bool> {
     }
     println!("  split them into submodules along their sections");
     Ok(false)
+}
+
+/// Every `.rs` file under `dir`, skipping `skip` (the target directory), `target` and hidden
+/// directories, and with `one_package` nested packages (a directory with its own Cargo.toml is
+/// another crate).
+pub fn rust_files(dir: &Path, skip: &Path, one_package: bool) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&at).with_context(|| format!("reading {}", at.display()))?;
+        for entry in entries {
+            let path = entry
+                .with_context(|| format!("reading {}", at.display()))?
+                .path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                let nested_package = one_package && path.join("Cargo.toml").exists();
+                if name.starts_with('.') || name == "target" || path == skip || nested_package {
+                    continue;
+                }
+                stack.push(path);
+            } else if name.ends_with(".rs") {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
 }

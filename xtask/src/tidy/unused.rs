@@ -4,10 +4,6 @@
 //! turns on, a crate only linked) is listed in `[package.metadata.cargo-machete] ignored` with
 //! a comment why, which cargo-machete honours too.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{Context, Result};
-
 use super::graph::{Dep, Member};
 
 /// Whether `source` uses the crate `name` (an extern name: `serde_json`).
@@ -61,38 +57,10 @@ pub fn unused<'a>(member: &'a Member, sources: &[String]) -> Vec<&'a Dep> {
         .collect()
 }
 
-/// Every `.rs` file under `dir`, skipping `skip` (the target directory), `target` and hidden
-/// directories, and with `one_package` nested packages (a directory with its own Cargo.toml is
-/// another crate).
-pub fn rust_files(dir: &Path, skip: &Path, one_package: bool) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(at) = stack.pop() {
-        let entries =
-            std::fs::read_dir(&at).with_context(|| format!("reading {}", at.display()))?;
-        for entry in entries {
-            let path = entry
-                .with_context(|| format!("reading {}", at.display()))?
-                .path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if path.is_dir() {
-                let nested_package = one_package && path.join("Cargo.toml").exists();
-                if name.starts_with('.') || name == "target" || path == skip || nested_package {
-                    continue;
-                }
-                stack.push(path);
-            } else if name.ends_with(".rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
+    use std::path::PathBuf;
 
     use super::super::graph::DepKind;
     use super::*;
