@@ -50,7 +50,7 @@ impl Claude {
         }
     }
 
-    pub(super) async fn on_control_response(&mut self, response: &Value) -> bool {
+    async fn on_control_response(&mut self, response: &Value) -> bool {
         let Some(id) = response.get("request_id").and_then(Value::as_str) else {
             return true;
         };
@@ -200,7 +200,7 @@ impl Claude {
         }
     }
 
-    pub(super) async fn on_control_request(&mut self, frame: &Value) -> bool {
+    async fn on_control_request(&mut self, frame: &Value) -> bool {
         let id = frame
             .get("request_id")
             .and_then(Value::as_str)
@@ -274,7 +274,7 @@ impl Claude {
         self.emit(card).await
     }
 
-    pub(super) async fn on_system(&mut self, frame: &Value) -> bool {
+    async fn on_system(&mut self, frame: &Value) -> bool {
         match frame.get("subtype").and_then(Value::as_str).unwrap_or("") {
             "init" => {
                 if let Some(model) = frame.get("model").and_then(Value::as_str) {
@@ -434,7 +434,7 @@ impl Claude {
         }
     }
 
-    pub(super) async fn on_stream(&mut self, frame: &Value) -> bool {
+    async fn on_stream(&mut self, frame: &Value) -> bool {
         let parent = frame.get("parent_tool_use_id").and_then(Value::as_str);
         let ev = &frame["event"];
         match ev.get("type").and_then(Value::as_str).unwrap_or("") {
@@ -481,7 +481,7 @@ impl Claude {
 
     /// `system/model_refusal_fallback`: the model refused and the turn went to another. With
     /// scope `session` (or none, older CLIs) the session's model is now the fallback.
-    pub(super) async fn model_fallback(&mut self, frame: &Value) -> bool {
+    async fn model_fallback(&mut self, frame: &Value) -> bool {
         let field = |snake: &str, camel: &str| {
             frame
                 .get(snake)
@@ -514,11 +514,11 @@ impl Claude {
     }
 
     /// Thinking summaries turned off (`/thinking off`) are not shown even if some still come.
-    pub(super) fn thinking_shown(&self) -> bool {
+    fn thinking_shown(&self) -> bool {
         self.flags.thinking != Some(false)
     }
 
-    pub(super) async fn tool_start(&mut self, block: &Value, parent: Option<&str>) -> bool {
+    async fn tool_start(&mut self, block: &Value, parent: Option<&str>) -> bool {
         let Some(id) = block.get("id").and_then(Value::as_str) else {
             return true;
         };
@@ -537,7 +537,7 @@ impl Claude {
         self.emit(event("tool_start", fields)).await
     }
 
-    pub(super) async fn on_assistant(&mut self, frame: &Value) -> bool {
+    async fn on_assistant(&mut self, frame: &Value) -> bool {
         let parent = frame.get("parent_tool_use_id").and_then(Value::as_str);
         let message = &frame["message"];
         let streamed = message
@@ -591,7 +591,7 @@ impl Claude {
         true
     }
 
-    pub(super) async fn on_user(&mut self, frame: &Value) -> bool {
+    async fn on_user(&mut self, frame: &Value) -> bool {
         let Some(blocks) = frame.pointer("/message/content").and_then(Value::as_array) else {
             return true;
         };
@@ -632,7 +632,7 @@ impl Claude {
         true
     }
 
-    pub(super) async fn on_result(
+    async fn on_result(
         &mut self,
         frame: &Value,
         input: &mut mpsc::UnboundedReceiver<Input>,

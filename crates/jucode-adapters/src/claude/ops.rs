@@ -123,7 +123,7 @@ impl Claude {
 
     /// One subagent's conversation, from the file Claude Code keeps for it. Only ids found in
     /// this session's subagents directory are read.
-    pub(super) async fn subagent_transcript(&mut self, id: String) -> bool {
+    async fn subagent_transcript(&mut self, id: String) -> bool {
         let file = claude_runs::valid_id(&id)
             .then(|| claude_runs::subagent_files(&self.config_dir, &self.session).remove(&id))
             .flatten();
@@ -146,7 +146,7 @@ impl Claude {
         self.sink.state(runs).await
     }
 
-    pub(super) async fn user_message(&mut self, message: Message) -> bool {
+    async fn user_message(&mut self, message: Message) -> bool {
         if self.busy || self.pending_mode.is_some() {
             let events = self.queue.push(message);
             return self.emit_all(events).await;
@@ -154,7 +154,7 @@ impl Claude {
         self.start_turn(message).await
     }
 
-    pub(super) async fn start_turn(&mut self, message: Message) -> bool {
+    async fn start_turn(&mut self, message: Message) -> bool {
         let mut blocks = vec![json!({"type": "text", "text": message.content})];
         let mut notes = Vec::new();
         for path in &message.images {
@@ -189,7 +189,7 @@ impl Claude {
         true
     }
 
-    pub(super) async fn command(&mut self, text: String) -> bool {
+    async fn command(&mut self, text: String) -> bool {
         let mut words = text.split_whitespace();
         let word = words.next().unwrap_or("");
         let rest: Vec<&str> = words.collect();
@@ -294,7 +294,7 @@ impl Claude {
         }
     }
 
-    pub(super) fn fast_on(&self) -> bool {
+    fn fast_on(&self) -> bool {
         self.fast_state.as_deref() == Some("on")
     }
 
@@ -341,7 +341,7 @@ impl Claude {
             .await
     }
 
-    pub(super) async fn interrupt(&mut self) -> bool {
+    async fn interrupt(&mut self) -> bool {
         // An interrupt cancels the MCP servers' open questions.
         for (_, e) in self.elicitations.take_all() {
             if !self
@@ -360,7 +360,7 @@ impl Claude {
             .await
     }
 
-    pub(super) async fn approve(&mut self, answer: Answer, hunks: Option<Vec<String>>) -> bool {
+    async fn approve(&mut self, answer: Answer, hunks: Option<Vec<String>>) -> bool {
         match self.elicitations.take(&answer.call_id) {
             Taken::Open(e) => return self.answer_elicitation(answer, e).await,
             Taken::AlreadyAnswered => return true,
@@ -424,7 +424,7 @@ impl Claude {
 
     /// Accepts with the answers (checked against the form), or declines. Answers that do not
     /// fit the form leave the card open.
-    pub(super) async fn answer_elicitation(&mut self, answer: Answer, e: Elicitation) -> bool {
+    async fn answer_elicitation(&mut self, answer: Answer, e: Elicitation) -> bool {
         let body = if answer.allow {
             match e.content(answer.answers.as_ref()) {
                 Ok(Some(content)) => json!({"action": "accept", "content": content}),
@@ -465,7 +465,7 @@ impl Claude {
         .await
     }
 
-    pub(super) async fn set_mode(
+    async fn set_mode(
         &mut self,
         mode: ApprovalMode,
         input: &mut mpsc::UnboundedReceiver<Input>,

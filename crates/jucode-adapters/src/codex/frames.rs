@@ -16,7 +16,7 @@ impl Codex {
         }
     }
 
-    pub(super) async fn on_response(&mut self, id: Value, frame: &Value) -> bool {
+    async fn on_response(&mut self, id: Value, frame: &Value) -> bool {
         let Some(kind) = id.as_u64().and_then(|id| self.requests.remove(&id)) else {
             return true;
         };
@@ -193,7 +193,7 @@ impl Codex {
         }
     }
 
-    pub(super) async fn thread_open(&mut self, result: &Value) -> bool {
+    async fn thread_open(&mut self, result: &Value) -> bool {
         let Some(thread) = result.pointer("/thread/id").and_then(Value::as_str) else {
             self.sink
                 .exited(Some("Codex answered without a thread id".into()))
@@ -364,7 +364,7 @@ impl Codex {
         !unlisted_tools || self.mcp_list().await
     }
 
-    pub(super) async fn mcp_changed(&mut self) -> bool {
+    async fn mcp_changed(&mut self) -> bool {
         let list = event("mcp_servers", json!({ "servers": self.mcp_servers }));
         self.sink.state(list).await
     }

@@ -4,7 +4,7 @@ use super::*;
 
 impl Codex {
     /// Whether a notification is about our thread (subagents run threads of their own).
-    pub(super) fn ours(&self, params: &Value) -> bool {
+    fn ours(&self, params: &Value) -> bool {
         match (params.get("threadId").and_then(Value::as_str), &self.thread) {
             (Some(t), Some(ours)) => t == ours,
             _ => true,
@@ -153,7 +153,7 @@ impl Codex {
         }
     }
 
-    pub(super) async fn item_started(&mut self, item: &Value) -> bool {
+    async fn item_started(&mut self, item: &Value) -> bool {
         let id = item
             .get("id")
             .and_then(Value::as_str)
@@ -183,7 +183,7 @@ impl Codex {
             .await
     }
 
-    pub(super) async fn item_completed(&mut self, item: &Value) -> bool {
+    async fn item_completed(&mut self, item: &Value) -> bool {
         let id = item
             .get("id")
             .and_then(Value::as_str)
@@ -257,7 +257,7 @@ impl Codex {
         .await
     }
 
-    pub(super) async fn turn_completed(&mut self, turn: &Value) -> bool {
+    async fn turn_completed(&mut self, turn: &Value) -> bool {
         let [input, cached, output, reasoning] = self.usage;
         let mut events = vec![event(
             "usage",

@@ -95,7 +95,7 @@ impl Codex {
             .await
     }
 
-    pub(super) async fn user_message(&mut self, message: Message) -> bool {
+    async fn user_message(&mut self, message: Message) -> bool {
         if self.busy || self.thread.is_none() {
             let events = self.queue.push(message);
             return self.emit_all(events).await;
@@ -103,7 +103,7 @@ impl Codex {
         self.start_turn(message).await
     }
 
-    pub(super) fn input_items(&self, message: &Message) -> (Vec<Value>, Vec<Event>) {
+    fn input_items(&self, message: &Message) -> (Vec<Value>, Vec<Event>) {
         let mut items = vec![json!({"type": "text", "text": message.content, "text_elements": []})];
         let mut notes = Vec::new();
         for path in &message.images {
@@ -151,7 +151,7 @@ impl Codex {
         self.request(Request::TurnStart, "turn/start", params).await
     }
 
-    pub(super) async fn steer(&mut self) -> bool {
+    async fn steer(&mut self) -> bool {
         let (Some(thread), Some(turn)) = (self.thread.clone(), self.turn.clone()) else {
             return true;
         };
@@ -192,7 +192,7 @@ impl Codex {
         }
     }
 
-    pub(super) async fn approve(&mut self, answer: Answer, hunks: Option<Vec<String>>) -> bool {
+    async fn approve(&mut self, answer: Answer, hunks: Option<Vec<String>>) -> bool {
         let pending = match self.approvals.take(&answer.call_id) {
             Taken::Open(p) => p,
             Taken::AlreadyAnswered => return true,
@@ -231,7 +231,7 @@ impl Codex {
         }
     }
 
-    pub(super) async fn set_mode(&mut self, mode: ApprovalMode) -> bool {
+    async fn set_mode(&mut self, mode: ApprovalMode) -> bool {
         if mode == ApprovalMode::FullAccess {
             // Full access would not have asked: the open prompts are allowed.
             for (call, pending) in self.approvals.take_all() {
@@ -264,7 +264,7 @@ impl Codex {
         .await
     }
 
-    pub(super) async fn command(&mut self, text: String) -> bool {
+    async fn command(&mut self, text: String) -> bool {
         let mut words = text.split_whitespace();
         let word = words.next().unwrap_or("");
         let rest: Vec<&str> = words.collect();
@@ -351,13 +351,13 @@ impl Codex {
     }
 
     /// Fast mode: as the user set it, else as Codex's own config starts the thread.
-    pub(super) fn fast_on(&self) -> bool {
+    fn fast_on(&self) -> bool {
         self.fast
             .unwrap_or_else(|| self.service_tier.as_deref() == Some(FAST_TIER))
     }
 
     /// Reasoning summaries are shown unless the user turned them off.
-    pub(super) fn thinking_on(&self) -> bool {
+    fn thinking_on(&self) -> bool {
         self.thinking.unwrap_or(true)
     }
 }

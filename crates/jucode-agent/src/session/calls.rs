@@ -54,7 +54,7 @@ impl Ctx {
     // ---- running tools ----------------------------------------------------------------
 
     /// Runs a prepared call and emits tool_start, tool_update…, tool_output.
-    pub(super) async fn run_tool(
+    async fn run_tool(
         &self,
         call: &ToolCall,
         prepared: &Prepared,
@@ -115,7 +115,7 @@ impl Ctx {
     }
 
     /// Asks the safety model whether a call may run; any failure asks a person.
-    pub(super) async fn safety_check(&self, call: &ToolCall, prepared: &Prepared) -> bool {
+    async fn safety_check(&self, call: &ToolCall, prepared: &Prepared) -> bool {
         let Ok(config) = self.config() else {
             return false;
         };
@@ -248,7 +248,7 @@ impl Ctx {
     }
 
     /// Waits for a person, or defers when nobody watches.
-    pub(super) async fn ask(&self, call: &ToolCall, prepared: &Prepared) -> Answer {
+    async fn ask(&self, call: &ToolCall, prepared: &Prepared) -> Answer {
         let attended = self.state().attended;
         if !attended {
             return match self.defer(call, prepared).await {

@@ -4,7 +4,7 @@ use super::*;
 
 impl Ctx {
     /// Streams one model response, retrying before anything was shown.
-    pub(super) async fn stream(
+    async fn stream(
         &self,
         client: &ModelClient,
         config: &Config,
@@ -204,7 +204,7 @@ impl Ctx {
         }
     }
 
-    pub(super) async fn retitle(&self, latest: &str, reply: &str) {
+    async fn retitle(&self, latest: &str, reply: &str) {
         let Ok(config) = self.config() else { return };
         let Ok(client) = ModelClient::new(&config) else {
             return;
@@ -252,7 +252,7 @@ impl Ctx {
         self.emit("session_title", json!({"title": title})).await;
     }
 
-    pub(super) async fn manual_compaction(&self) {
+    async fn manual_compaction(&self) {
         let config = match self.config() {
             Ok(c) => c,
             Err(e) => {
@@ -275,13 +275,7 @@ impl Ctx {
     }
 
     /// Replaces the context with a model-written summary plus the last `keep` messages.
-    pub(super) async fn compact(
-        &self,
-        client: &ModelClient,
-        model: &str,
-        max_out: u64,
-        keep: usize,
-    ) {
+    async fn compact(&self, client: &ModelClient, model: &str, max_out: u64, keep: usize) {
         let mut messages = self.state().messages.clone();
         if messages.len() <= keep {
             self.emit(

@@ -27,7 +27,7 @@ impl Shared {
     }
 
     /// Launch, connect and attach the planned session.
-    pub(super) async fn bring_up(self: &Arc<Self>) -> Result<(Instance, Arc<Client>)> {
+    async fn bring_up(self: &Arc<Self>) -> Result<(Instance, Arc<Client>)> {
         let inst = Instance::launch(&self.plan.spec).await?;
         let res = async {
             let label = self.generation.load(Ordering::SeqCst) + 1;
@@ -135,7 +135,7 @@ impl Shared {
     }
 
     /// The ending line: `last turn error:` first, then `recovery error:`, within 240 chars.
-    pub(super) fn ending_line(&self, recovery: &str) -> String {
+    fn ending_line(&self, recovery: &str) -> String {
         let mut line = String::from("private jcode lost");
         if let Some(e) = lock(&self.last_turn_error).as_ref() {
             let e: String = e.chars().take(120).collect();
@@ -193,7 +193,7 @@ impl Shared {
     }
 
     /// Wait (bounded) until jcode's log shows the cotal MCP server connected.
-    pub(super) async fn wait_for_mcp_hint(&self) -> bool {
+    async fn wait_for_mcp_hint(&self) -> bool {
         let clock = SystemClock::new();
         loop {
             if self.jcode_logs.appended_contains(MCP_READY_HINT) {

@@ -59,7 +59,7 @@ impl Shared {
 
     /// Wait (deadlock-guarded) until no interrupt request is on the wire.
     /// Returns with the steering lock's view at that moment via `decide`.
-    pub(super) async fn when_answered<T>(&self, mut decide: impl FnMut(&mut Steering) -> T) -> T {
+    async fn when_answered<T>(&self, mut decide: impl FnMut(&mut Steering) -> T) -> T {
         loop {
             let changed = self.steering_changed.notified();
             tokio::pin!(changed);
