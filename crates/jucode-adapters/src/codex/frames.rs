@@ -1,4 +1,5 @@
-//! Frames from `codex app-server`: replies to our requests, the thread opening, MCP statuses and subagents.
+//! Frames from `codex app-server`: replies to our requests, the thread opening, MCP statuses and
+//! subagents.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Notifications and server requests from `codex app-server` (items, turns, approval prompts) as serve-v2 events.
+//! Notifications and server requests from `codex app-server` (items, turns, approval prompts) as
+//! serve-v2 events.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The actor: reads ops, queues messages, starts and stops turns, answers approvals and mode switches.
+//! The actor: reads ops, queues messages, starts and stops turns, answers approvals and mode
+//! switches.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The emitter: polls the journal, maps new records, publishes them through the WAL with an expected last sequence.
+//! The emitter: polls the journal, maps new records, publishes them through the WAL with an
+//! expected last sequence.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The event WAL: the document of published and pending frames, its per-principal lock and its atomic saves.
+//! The event WAL: the document of published and pending frames, its per-principal lock and its
+//! atomic saves.
 
 use super::*;
 

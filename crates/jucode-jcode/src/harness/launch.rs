@@ -1,4 +1,5 @@
-//! Bringing a seat up: private home, credentials, `mcp.json`, fork or continuation, model, TUI and readiness.
+//! Bringing a seat up: private home, credentials, `mcp.json`, fork or continuation, model, TUI and
+//! readiness.
 
 use super::*;
 

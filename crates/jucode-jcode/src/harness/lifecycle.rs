@@ -1,4 +1,5 @@
-//! The live connection's lifecycle: the event pump, bring-up, the recovery window, startup turns and readiness.
+//! The live connection's lifecycle: the event pump, bring-up, the recovery window, startup turns
+//! and readiness.
 
 use super::*;
 
