@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use jucode_protocol::daemon::{DaemonEvent, DeviceInfo};
+use jucode_protocol::daemon::{DaemonEvent, DeviceInfo, PushOp, PushResult};
 use jucode_store::{JsonlLog, StateDir};
 use serde::{Deserialize, Serialize};
 
@@ -621,63 +621,47 @@ impl crate::Hub {
         })
     }
 
-    /// `push_subscribe`, `push_unsubscribe` and `push_test`; `None` for other ops.
+    /// `push_subscribe`, `push_unsubscribe` and `push_test` (the router let only paired
+    /// devices through).
     pub(crate) async fn push_op(
         &self,
         client: crate::ClientId,
         auth: &crate::Auth,
-        frame: &jucode_protocol::ClientFrame,
-    ) -> Option<Result<(), String>> {
-        if !matches!(
-            frame.op.as_str(),
-            "push_subscribe" | "push_unsubscribe" | "push_test"
-        ) {
-            return None;
-        }
+        id: Option<serde_json::Value>,
+        op: PushOp,
+    ) -> Result<(), String> {
+        const NOT_PAIRED: &str = "only a paired device can receive notifications";
         let crate::Auth::Device(device) = auth else {
-            return Some(Err("only a paired device can receive notifications".into()));
+            return Err(NOT_PAIRED.into());
         };
-        let id = frame.id.clone();
-        let field = |name: &str| frame.fields.get(name);
-        let result = match frame.op.as_str() {
-            "push_subscribe" => {
-                let Some(sub) = field("subscription") else {
-                    return Some(Err("push_subscribe: missing field `subscription`".into()));
-                };
-                PushTarget::parse(sub).and_then(|target| {
-                    let mut inner = self.lock();
-                    if !inner.devices.is_device(device) {
-                        return Err("only a paired device can receive notifications".into());
-                    }
-                    inner.devices.push().subscribe(device, target)?;
-                    Ok(serde_json::json!({"type": "push_subscribed"}))
-                })
-            }
-            "push_unsubscribe" => {
-                let key = field("endpoint")
-                    .or_else(|| field("client_id"))
-                    .and_then(|v| v.as_str());
-                match key {
-                    None => Err("push_unsubscribe: endpoint or client_id is needed".into()),
-                    Some(key) => self
-                        .lock()
-                        .devices
-                        .push()
-                        .unsubscribe(device, key)
-                        .map(|_| serde_json::json!({"type": "push_unsubscribed"})),
+        let event = match op {
+            PushOp::PushSubscribe { subscription } => {
+                let target = PushTarget::parse(&subscription)?;
+                let mut inner = self.lock();
+                if !inner.devices.is_device(device) {
+                    return Err(NOT_PAIRED.into());
                 }
+                inner.devices.push().subscribe(device, target)?;
+                DaemonEvent::PushSubscribed
             }
-            _ => self.push_test(device).await,
+            PushOp::PushUnsubscribe {
+                endpoint,
+                client_id,
+            } => {
+                let key = endpoint.or(client_id);
+                let Some(key) = key.as_ref().and_then(|v| v.as_str()) else {
+                    return Err("push_unsubscribe: endpoint or client_id is needed".into());
+                };
+                self.lock().devices.push().unsubscribe(device, key)?;
+                DaemonEvent::PushUnsubscribed
+            }
+            PushOp::PushTest => self.push_test(device).await,
         };
-        Some(result.map(|mut value| {
-            if let (Some(id), Some(obj)) = (id, value.as_object_mut()) {
-                obj.insert("id".into(), id);
-            }
-            self.lock().clients.send(client, &value);
-        }))
+        self.reply(client, id, event);
+        Ok(())
     }
 
-    async fn push_test(&self, device: &str) -> Result<serde_json::Value, String> {
+    async fn push_test(&self, device: &str) -> DaemonEvent {
         let (targets, link) = {
             let mut inner = self.lock();
             let targets = inner.devices.push().of(Some(device));
@@ -690,7 +674,7 @@ impl crate::Hub {
             None,
         );
         let results = self.send_pushes(targets, link, payload).await;
-        Ok(serde_json::json!({"type": "push_tested", "results": results}))
+        DaemonEvent::PushTested { results }
     }
 
     /// Sends `payload` to every subscription of every device (the notification triggers call
@@ -725,7 +709,7 @@ impl crate::Hub {
         targets: Vec<PushTarget>,
         link: Option<std::sync::Arc<dyn RelayLink>>,
         payload: serde_json::Value,
-    ) -> Vec<serde_json::Value> {
+    ) -> Vec<PushResult> {
         let mut results = Vec::new();
         for target in targets {
             let service = target.service();
@@ -743,10 +727,18 @@ impl crate::Hub {
                     {
                         tracing::warn!("push.json: {e}");
                     }
-                    results.push(serde_json::json!({"service": service, "status": status}));
+                    results.push(PushResult {
+                        service,
+                        status: Some(status),
+                        error: None,
+                    });
                 }
                 Err(error) => {
-                    results.push(serde_json::json!({"service": service, "error": error}));
+                    results.push(PushResult {
+                        service,
+                        status: None,
+                        error: Some(error),
+                    });
                 }
             }
         }

@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use jucode_clock::SharedClock;
 use jucode_engine::EngineFactory;
-use jucode_protocol::daemon::{DaemonEvent, Reply};
+use jucode_protocol::daemon::{
+    ActionsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, Reply, SessionsOp, WorkspacesOp,
+};
 use jucode_protocol::{ClientFrame, DaemonOp};
 use jucode_store::{StateDir, StoreError};
 use serde::{Deserialize, Serialize};
@@ -189,7 +191,7 @@ impl Hub {
         let frame = match ClientFrame::parse(text) {
             Ok(frame) => frame,
             Err(e) => {
-                self.reply_error(client, None, format!("invalid frame: {e}"));
+                self.reply_error(client, e.id.clone(), e.to_string());
                 return;
             }
         };
@@ -209,33 +211,33 @@ impl Hub {
         };
         // With or without a session: an engine's mcp_set persists to config.json and can name a
         // program to run, so a paired device may not send it either.
-        if let (Auth::Device(_), Some(refusal)) = (&auth, DaemonOp::local_only(&frame.op)) {
+        if let Some(refusal) = frame
+            .spec()
+            .and_then(|s| s.refusal(matches!(auth, Auth::Device(_))))
+        {
             return Err(refusal.into());
         }
         if !frame.is_daemon_op() {
             return self.session_op(client, frame);
-        }
-        if let Some(done) = self.push_op(client, &auth, &frame).await {
-            return done;
         }
         let id = frame.id.clone();
         let op = match DaemonOp::from_frame(&frame) {
             None => {
                 return Err(format!("{} is not available in this daemon yet", frame.op));
             }
-            Some(parsed) => parsed?,
+            Some(parsed) => parsed.map_err(|e| e.to_string())?,
         };
         match op {
-            DaemonOp::Ping => {
+            DaemonOp::Basics(BasicsOp::Ping) => {
                 self.reply(client, id, DaemonEvent::Pong);
                 Ok(())
             }
-            DaemonOp::SessionList => {
+            DaemonOp::Sessions(SessionsOp::SessionList) => {
                 let event = self.lock().sessions.list_event();
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::SessionHistory { cwd } => {
+            DaemonOp::Sessions(SessionsOp::SessionHistory { cwd }) => {
                 // Engines read their own files: outside the lock, off the async threads.
                 let engines: Vec<(String, Arc<dyn EngineFactory>)> = self
                     .config
@@ -262,20 +264,20 @@ impl Hub {
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::SessionMeta {
+            DaemonOp::Sessions(SessionsOp::SessionMeta {
                 session,
                 title,
                 archived,
                 hidden,
                 group,
-            } => self.session_meta(&session, title, archived, hidden, group),
-            DaemonOp::SessionCreate {
+            }) => self.session_meta(&session, title, archived, hidden, group),
+            DaemonOp::Sessions(SessionsOp::SessionCreate {
                 cwd,
                 engine,
                 options,
                 agent,
                 chat,
-            } => self.session_create(
+            }) => self.session_create(
                 client,
                 &auth,
                 id,
@@ -287,12 +289,12 @@ impl Hub {
                     chat,
                 },
             ),
-            DaemonOp::SessionOpen {
+            DaemonOp::Sessions(SessionsOp::SessionOpen {
                 session,
                 cwd,
                 engine,
                 options,
-            } => self.session_open(
+            }) => self.session_open(
                 client,
                 &auth,
                 id,
@@ -303,15 +305,21 @@ impl Hub {
                     options: options.unwrap_or_default(),
                 },
             ),
-            DaemonOp::SessionClose { session } => self.session_close(&session),
-            DaemonOp::Watch { session } => self.watch(client, id, &session, true),
-            DaemonOp::Unwatch { session } => self.watch(client, id, &session, false),
-            DaemonOp::ActionsList => {
+            DaemonOp::Sessions(SessionsOp::SessionClose { session }) => {
+                self.session_close(&session)
+            }
+            DaemonOp::Sessions(SessionsOp::Watch { session }) => {
+                self.watch(client, id, &session, true)
+            }
+            DaemonOp::Sessions(SessionsOp::Unwatch { session }) => {
+                self.watch(client, id, &session, false)
+            }
+            DaemonOp::Actions(ActionsOp::ActionsList) => {
                 let event = self.lock().actions.event();
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::ItemClose { kind, item, reason } => self.item_change(
+            DaemonOp::Actions(ActionsOp::ItemClose { kind, item, reason }) => self.item_change(
                 client,
                 id,
                 &kind,
@@ -319,7 +327,7 @@ impl Hub {
                 |a| a.close(&item, reason.clone()),
                 true,
             ),
-            DaemonOp::ItemReopen { kind, item } => self.item_change(
+            DaemonOp::Actions(ActionsOp::ItemReopen { kind, item }) => self.item_change(
                 client,
                 id,
                 &kind,
@@ -327,56 +335,56 @@ impl Hub {
                 |a| a.reopen(&item).map(|_| ()),
                 false,
             ),
-            DaemonOp::Workspaces => {
+            DaemonOp::Workspaces(WorkspacesOp::Workspaces) => {
                 let event = self.lock().workspaces.event();
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::WorkspacesSet { rev, workspaces } => {
+            DaemonOp::Workspaces(WorkspacesOp::WorkspacesSet { rev, workspaces }) => {
                 self.workspaces_change(client, id, |w| w.set(rev, workspaces))
             }
-            DaemonOp::ProjectAdd {
+            DaemonOp::Workspaces(WorkspacesOp::ProjectAdd {
                 path,
                 workspace,
                 project_name,
                 workspace_name,
-            } => {
+            }) => {
                 let path = self.resolve_user_path(&path)?;
                 self.workspaces_change(client, id, |w| {
                     w.add_project(&path, workspace, project_name, workspace_name)
                 })
             }
-            DaemonOp::ProjectCreate {
+            DaemonOp::Workspaces(WorkspacesOp::ProjectCreate {
                 parent,
                 name,
                 git_init,
                 workspace,
                 workspace_name,
-            } => {
+            }) => {
                 let path = self.make_project_dir(&parent, &name, git_init).await?;
                 self.workspaces_change(client, id, |w| {
                     w.add_project(&path, workspace, Some(name), workspace_name)
                 })
             }
-            DaemonOp::ProjectRemove { workspace, project } => {
+            DaemonOp::Workspaces(WorkspacesOp::ProjectRemove { workspace, project }) => {
                 self.workspaces_change(client, id, |w| w.remove_project(&workspace, &project))
             }
-            DaemonOp::PairStart => {
+            DaemonOp::Devices(DevicesOp::PairStart) => {
                 let event = self.lock().devices.start_pairing()?;
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::PairLink => {
+            DaemonOp::Devices(DevicesOp::PairLink) => {
                 let event = self.pair_link_event()?;
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::DeviceList => {
+            DaemonOp::Devices(DevicesOp::DeviceList) => {
                 let event = self.lock().devices.list_event();
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::DeviceRevoke { device } => {
+            DaemonOp::Devices(DevicesOp::DeviceRevoke { device }) => {
                 let mut inner = self.lock();
                 inner.devices.revoke(&device)?;
                 for dropped in inner.clients.drop_device(&device) {
@@ -388,22 +396,27 @@ impl Hub {
                 );
                 Ok(())
             }
-            DaemonOp::RelayStatus => {
+            DaemonOp::Devices(DevicesOp::RelayStatus) => {
                 let event = self.relay_status_event();
                 self.reply(client, id, event);
                 Ok(())
             }
-            DaemonOp::RelaySet { enabled } => {
+            DaemonOp::Devices(DevicesOp::RelaySet { enabled }) => {
                 let event = self.relay_set(enabled)?;
                 self.reply(client, id, event);
                 Ok(())
             }
             // Paired devices were refused above (local_only).
-            DaemonOp::McpSet { server } => self.mcp_change(client, id, mcp::Change::set(server)?),
-            DaemonOp::McpRemove { name } => self.mcp_change(client, id, mcp::Change::remove(name)?),
-            DaemonOp::McpToggle { name, enabled } => {
+            DaemonOp::Mcp(McpOp::McpSet { server }) => {
+                self.mcp_change(client, id, mcp::Change::set(server)?)
+            }
+            DaemonOp::Mcp(McpOp::McpRemove { name }) => {
+                self.mcp_change(client, id, mcp::Change::remove(name)?)
+            }
+            DaemonOp::Mcp(McpOp::McpToggle { name, enabled }) => {
                 self.mcp_change(client, id, mcp::Change::toggle(name, enabled)?)
             }
+            DaemonOp::Push(op) => self.push_op(client, &auth, id, op).await,
         }
     }
 

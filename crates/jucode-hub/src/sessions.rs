@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use jucode_engine::{EngineOutput, StartSpec};
-use jucode_protocol::daemon::{DaemonEvent, Reply, SessionInfo};
+use jucode_protocol::daemon::{DaemonEvent, HistoryRow, Reply, SessionInfo};
 use jucode_protocol::serve::{Event, Known, STATE_EVENTS, TranscriptItem};
 use jucode_protocol::{ClientFrame, Object};
 use jucode_store::{JsonlLog, StateDir};
@@ -383,21 +383,21 @@ impl Sessions {
         saved: Vec<(String, jucode_engine::SavedConversation)>,
     ) -> DaemonEvent {
         let wanted = std::fs::canonicalize(cwd).unwrap_or_else(|_| PathBuf::from(cwd));
-        let mut rows: Vec<(u64, Value)> = self
+        let mut rows: Vec<(u64, HistoryRow)> = self
             .sorted()
             .into_iter()
             .filter(|s| s.cwd == wanted || s.cwd == Path::new(cwd))
             .map(|s| {
-                let row = json!({
-                    "session": s.id,
-                    "title": s.title(),
-                    "updated_at": s.updated_at,
-                    "entries": s.view.dropped + s.view.transcript.len(),
-                    "archived": s.archived,
-                    "agent": s.agent,
-                    "engine": s.engine,
-                    "open": s.running.is_some(),
-                });
+                let row = HistoryRow {
+                    session: s.id.clone(),
+                    title: s.title(),
+                    updated_at: s.updated_at,
+                    entries: s.view.dropped + s.view.transcript.len(),
+                    archived: s.archived,
+                    agent: s.agent.clone(),
+                    engine: s.engine.clone(),
+                    open: s.running.is_some(),
+                };
                 (s.updated_at, row)
             })
             .collect();
@@ -405,16 +405,16 @@ impl Sessions {
             if self.map.contains_key(&c.session) {
                 continue;
             }
-            let row = json!({
-                "session": c.session,
-                "title": c.title,
-                "updated_at": c.updated_at,
-                "entries": c.entries,
-                "archived": false,
-                "agent": null,
-                "engine": engine,
-                "open": false,
-            });
+            let row = HistoryRow {
+                session: c.session,
+                title: c.title,
+                updated_at: c.updated_at,
+                entries: c.entries,
+                archived: false,
+                agent: None,
+                engine,
+                open: false,
+            };
             rows.push((c.updated_at, row));
         }
         rows.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
