@@ -56,6 +56,11 @@ impl ClaudeEngine {
 }
 
 impl EngineFactory for ClaudeEngine {
+    /// `claude --resume` lists the name a `rename` sets.
+    fn keeps_titles(&self) -> bool {
+        true
+    }
+
     fn saved_conversations(&self, cwd: &std::path::Path) -> Vec<jucode_engine::SavedConversation> {
         crate::history::saved_conversations("claude", cwd, &self.config.user_home)
     }

@@ -121,6 +121,11 @@ impl EngineFactory for CodexEngine {
         crate::history::saved_conversations("codex", cwd, &self.config.user_home)
     }
 
+    /// Codex keeps thread names; `rename` sets one.
+    fn keeps_titles(&self) -> bool {
+        true
+    }
+
     /// The session is open once its thread is: `thread_open` sends the first `startup`.
     fn opens_at_startup(&self) -> bool {
         true
