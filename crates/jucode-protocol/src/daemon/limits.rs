@@ -18,8 +18,6 @@ pub const PATH_BYTES: usize = 4096;
 pub const GROUP_BYTES: usize = 1024;
 /// Engine `options` (`session_create`, `session_open`), as JSON.
 pub const OPTIONS_BYTES: usize = 64 * 1024;
-/// The whole list sent with `workspaces_set`, as JSON (names are also held to [`NAME_CHARS`]).
-pub const WORKSPACES_BYTES: usize = 1 << 20;
 /// One MCP server entry (`mcp_set`), as JSON.
 pub const MCP_SERVER_BYTES: usize = 64 * 1024;
 
