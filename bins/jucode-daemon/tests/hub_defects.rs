@@ -195,3 +195,49 @@ async fn a_reopened_session_shows_its_conversation_at_once_and_once() {
         c.recv_type("session_closed", Some(&id)).await.unwrap();
     }
 }
+
+/// A built binary next to the test's own directory (`cargo build -p jucode-fake-engines`).
+fn sibling_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let path = exe.parent().unwrap().parent().unwrap().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build -p jucode-fake-engines`",
+        path.display()
+    );
+    path
+}
+
+/// A Codex session made through the daemon has one id, its thread's: in the reply, in its
+/// events and in the list.
+#[tokio::test]
+async fn a_codex_session_is_named_after_its_thread() {
+    let env = Env::new();
+    let daemon = Daemon::start(&env.home()).await.unwrap();
+    let mut c = daemon.client().await.unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/engines/codex-0.171.0-app-server-approve.jsonl");
+    let options = json!({
+        "bin": sibling_bin("fake-codex").display().to_string(),
+        "env": {"FAKE_ENGINE_SCRIPT": script.display().to_string()},
+    });
+    let created = c
+        .request(
+            json!({"op":"session_create","cwd":env.project(),"engine":"codex","options":options}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created["type"], "session_created", "{created}");
+    let thread = "01a2293b-ffda-7011-939a-d20278535ef1";
+    assert_eq!(created["session"], thread);
+    let startup = c.recv_type("startup", Some(thread)).await.unwrap();
+    assert_eq!(startup["session_id"], thread);
+    let list = c.request(json!({"op":"session_list"})).await.unwrap();
+    let ids: Vec<&Value> = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["session"])
+        .collect();
+    assert_eq!(ids, vec![thread]);
+}

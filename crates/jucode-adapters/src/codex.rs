@@ -126,6 +126,11 @@ impl EngineFactory for CodexEngine {
         true
     }
 
+    /// A new session's id is its thread's: `startup` names the thread in `session_id`.
+    fn names_its_session(&self) -> bool {
+        true
+    }
+
     /// The session is open once its thread is: `thread_open` sends the first `startup`.
     fn opens_at_startup(&self) -> bool {
         true

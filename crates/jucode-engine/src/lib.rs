@@ -74,6 +74,14 @@ pub trait EngineFactory: Send + Sync {
         false
     }
 
+    /// Whether the engine names a new session itself: its first `startup` carries the
+    /// conversation id in `session_id` (Codex names its thread only once it is open), and the
+    /// hub lists and answers `session_create` under that id instead of the one it started the
+    /// engine with. Meaningful with [`EngineFactory::opens_at_startup`].
+    fn names_its_session(&self) -> bool {
+        false
+    }
+
     /// Whether a session runs whatever program the client names in its options (an ACP
     /// session runs `options.command`): only local clients may start one.
     fn runs_named_program(&self) -> bool {

@@ -16,15 +16,20 @@ use serde_json::{Value, json};
 /// the built-in engine does after its start-up).
 struct Scripted {
     saved: Vec<TranscriptItem>,
+    /// The id its `startup` names the session by, as an engine that names its sessions.
+    names: Option<&'static str>,
 }
 
 impl EngineFactory for Scripted {
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let (handle, mut ops, events) = jucode_engine::channel();
         let saved = spec.resume.then(|| self.saved.clone());
+        let named = self.names.unwrap_or_default();
         tokio::spawn(async move {
             let emit = |kind: &str, fields: Value| EngineOutput::Event(Event::new(kind, fields));
-            let _ = events.send(emit("startup", json!({}))).await;
+            let _ = events
+                .send(emit("startup", json!({ "session_id": named })))
+                .await;
             if let Some(items) = saved {
                 let _ = events
                     .send(emit("transcript", json!({ "items": items })))
@@ -54,6 +59,34 @@ impl EngineFactory for Scripted {
     fn saved_transcript(&self, _session: &str) -> Option<Vec<TranscriptItem>> {
         Some(self.saved.clone())
     }
+
+    fn opens_at_startup(&self) -> bool {
+        self.names.is_some()
+    }
+
+    fn names_its_session(&self) -> bool {
+        self.names.is_some()
+    }
+}
+
+fn open_hub(root: &std::path::Path, saved: Vec<TranscriptItem>) -> Arc<Hub> {
+    let mut engines: HashMap<String, Arc<dyn EngineFactory>> = HashMap::new();
+    let jucode = Scripted { saved, names: None };
+    let codex = Scripted {
+        saved: vec![],
+        names: Some("thread-1"),
+    };
+    engines.insert("jucode".into(), Arc::new(jucode));
+    engines.insert("codex".into(), Arc::new(codex));
+    Hub::open(HubConfig {
+        home: root.join(".jucode"),
+        user_home: root.to_path_buf(),
+        version: "test".into(),
+        relay_url: None,
+        engines,
+        clock: jucode_clock::SystemClock::shared(),
+    })
+    .unwrap()
 }
 
 struct Setup {
@@ -67,17 +100,7 @@ impl Setup {
     fn new(saved: Vec<TranscriptItem>) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        let mut engines: HashMap<String, Arc<dyn EngineFactory>> = HashMap::new();
-        engines.insert("jucode".into(), Arc::new(Scripted { saved }));
-        let hub = Hub::open(HubConfig {
-            home: root.join(".jucode"),
-            user_home: root.clone(),
-            version: "test".into(),
-            relay_url: None,
-            engines,
-            clock: jucode_clock::SystemClock::shared(),
-        })
-        .unwrap();
+        let hub = open_hub(&root, saved);
         let conn = hub.connect(Auth::Local);
         Setup {
             _dir: dir,
@@ -192,4 +215,20 @@ async fn a_reopened_session_shows_its_conversation_at_once_and_only_once() {
         again.is_empty(),
         "the conversation was sent twice: {again:?}"
     );
+}
+
+#[tokio::test]
+async fn an_engine_that_names_its_session_is_listed_and_answered_under_that_name() {
+    let mut t = Setup::new(vec![]);
+    let created = t
+        .request(json!({"op":"session_create","cwd":t.cwd.clone(),"engine":"codex"}))
+        .await;
+    assert_eq!(created["type"], "session_created", "{created}");
+    assert_eq!(created["session"], "thread-1");
+    let list = t.request(json!({"op":"session_list"})).await;
+    assert_eq!(list["sessions"].as_array().unwrap().len(), 1, "{list}");
+    assert_eq!(list["sessions"][0]["session"], "thread-1");
+    t.send(json!({"op":"user_message","session":"thread-1","content":"hi"}))
+        .await;
+    t.until(is_ready("thread-1")).await;
 }

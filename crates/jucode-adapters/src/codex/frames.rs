@@ -239,7 +239,8 @@ impl Codex {
             "startup",
             json!({
                 "version": result.pointer("/thread/cliVersion"),
-                "session_id": self.session,
+                // The conversation id: the daemon names a new session after it.
+                "session_id": thread,
                 "thread_id": thread,
                 "profile_dir": null,
                 "config_path": null,

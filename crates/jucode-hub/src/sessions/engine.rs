@@ -7,7 +7,7 @@ use jucode_engine::{EngineOutput, StartSpec};
 use jucode_protocol::Object;
 use jucode_protocol::daemon::limits::TITLE_CHARS;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
-use jucode_protocol::serve::TranscriptItem;
+use jucode_protocol::serve::{Event, TranscriptItem};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -59,13 +59,15 @@ impl Hub {
             s.view = transcript.map(View::with_transcript).unwrap_or_default();
         }
         let hub = self.clone();
-        let id = session.to_string();
+        let mut id = session.to_string();
         let mut events = handle.events;
         tokio::spawn(async move {
             let mut exited = false;
             while let Some(output) = events.recv().await {
                 exited = matches!(output, EngineOutput::Exited { .. });
-                hub.on_engine(&id, generation, output);
+                if let Some(named) = hub.on_engine(&id, generation, output) {
+                    id = named;
+                }
                 if exited {
                     break;
                 }
@@ -83,16 +85,64 @@ impl Hub {
         Ok(())
     }
 
+    /// A new session of an engine that names its sessions takes the id its first `startup`
+    /// gives, before anything of it is forwarded. Returns the new id.
+    fn take_engine_name(&self, inner: &mut Inner, session: &str, event: &Event) -> Option<String> {
+        let s = inner.sessions.map.get(session)?;
+        if event.kind() != "startup" || s.created.is_none() {
+            return None;
+        }
+        if !self
+            .engine_factory(&s.engine)
+            .is_ok_and(|f| f.names_its_session())
+        {
+            return None;
+        }
+        let named = event
+            .str("session_id")
+            .filter(|n| *n != session && super::ops::is_session_id(n))?
+            .to_string();
+        if inner.sessions.map.contains_key(&named) {
+            tracing::warn!(session, "the engine named it {named}, which is taken");
+            return None;
+        }
+        let record = Record::Renamed {
+            session: session.to_string(),
+            to: named.clone(),
+            at: self.config.clock.now_ms(),
+        };
+        if let Err(e) = inner.sessions.append(&record) {
+            tracing::error!("{e}");
+            return None;
+        }
+        let mut s = inner.sessions.map.remove(session)?;
+        s.id = named.clone();
+        inner.sessions.map.insert(named.clone(), s);
+        Some(named)
+    }
+
     /// Everything an engine emits passes here: state kept for snapshots, then broadcast.
-    fn on_engine(&self, session: &str, generation: u64, output: EngineOutput) {
+    /// Returns the session's new id when the engine named it.
+    fn on_engine(&self, session: &str, generation: u64, output: EngineOutput) -> Option<String> {
         let mut inner = self.lock();
         let shutting_down = inner.sessions.shutting_down;
-        let Some(s) = inner.sessions.map.get_mut(session) else {
-            return;
-        };
-        if s.running.as_ref().map(|r| r.generation) != Some(generation) {
-            return;
+        let current = inner
+            .sessions
+            .map
+            .get(session)
+            .and_then(|s| s.running.as_ref())
+            .map(|r| r.generation);
+        if current != Some(generation) {
+            return None;
         }
+        let named = match &output {
+            EngineOutput::Event(event) => self.take_engine_name(&mut inner, session, event),
+            EngineOutput::Exited { .. } => None,
+        };
+        let session = named.as_deref().unwrap_or(session);
+        let Some(s) = inner.sessions.map.get_mut(session) else {
+            return named;
+        };
         match output {
             EngineOutput::Event(event) => {
                 let created = match event.kind() {
@@ -164,7 +214,7 @@ impl Hub {
                     let frame = Value::Object(event.with_session(session).0);
                     inner.broadcast(&frame);
                 }
-                if changed {
+                if changed || named.is_some() {
                     inner.broadcast_sessions();
                 }
                 if actions_changed {
@@ -216,5 +266,6 @@ impl Hub {
                 }
             }
         }
+        named
     }
 }

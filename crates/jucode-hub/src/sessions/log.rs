@@ -46,6 +46,12 @@ pub(super) enum Record {
         group: Option<Value>,
         at: u64,
     },
+    /// The engine named the new session `to` (its conversation id) at its start-up.
+    Renamed {
+        session: String,
+        to: String,
+        at: u64,
+    },
     /// The title the daemon gave the session from its first message.
     Title {
         session: String,
@@ -110,6 +116,13 @@ pub(super) fn fold(records: Vec<Record>) -> HashMap<String, Session> {
                     s.updated_at = s.updated_at.max(at);
                 }
             }
+            Record::Renamed { session, to, at } => {
+                if let Some(mut s) = map.remove(&session) {
+                    s.id = to.clone();
+                    s.updated_at = s.updated_at.max(at);
+                    map.insert(to, s);
+                }
+            }
             Record::Title { session, title, at } => {
                 if let Some(s) = map.get_mut(&session) {
                     s.auto_title = Some(title);
@@ -120,4 +133,29 @@ pub(super) fn fold(records: Vec<Record>) -> HashMap<String, Session> {
         }
     }
     map
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_session_an_engine_named_is_read_back_under_its_name() {
+        let records: Vec<Record> = [
+            json!({"kind":"open","session":"tmp","cwd":"/p","engine":"codex","at":1}),
+            json!({"kind":"renamed","session":"tmp","to":"thread-1","at":2}),
+            json!({"kind":"meta","session":"thread-1","title":"Mine","at":3}),
+        ]
+        .into_iter()
+        .map(|r| serde_json::from_value(r).unwrap())
+        .collect();
+        let map = fold(records);
+        assert_eq!(map.len(), 1);
+        let s = &map["thread-1"];
+        assert_eq!(s.id, "thread-1");
+        assert_eq!(s.title(), "Mine");
+        assert_eq!(s.updated_at, 3);
+    }
 }

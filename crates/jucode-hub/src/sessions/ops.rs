@@ -64,6 +64,11 @@ impl Hub {
     }
 }
 
+/// Whether `id` can name a session (it also names files engines keep).
+pub(super) fn is_session_id(id: &str) -> bool {
+    !(id.is_empty() || id.len() > 200 || id.contains(['/', '\0']))
+}
+
 pub(super) async fn history(cx: &OpCx<'_>, cwd: String) {
     // Engines read their own files: outside the lock, off the async threads.
     let engines: Vec<(String, Arc<dyn EngineFactory>)> = cx
@@ -185,10 +190,7 @@ pub(super) async fn open(cx: &OpCx<'_>, req: OpenRequest) -> Result<(), SessionE
             let Some(cwd) = req.cwd.as_deref() else {
                 return Err(SessionError::UnknownNeedsCwd(req.session));
             };
-            if req.session.is_empty()
-                || req.session.len() > 200
-                || req.session.contains(['/', '\0'])
-            {
+            if !is_session_id(&req.session) {
                 return Err(SessionError::BadId(req.session));
             }
             hub.engine_factory(&engine)?;
