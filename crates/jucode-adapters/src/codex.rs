@@ -7,10 +7,11 @@
 //! `approval_mode_pending` and applies from the next turn. Messages sent mid-turn wait in
 //! `pending_messages`; `steer` sends them into the running turn (`turn/steer`).
 //!
-//! The hub picks a session id before Codex names its thread, so the adapter keeps the pairs in
-//! `<jucode home>/daemon/codex-threads.json` (written atomically). A session id that is not in
-//! the map is taken to be a thread id itself: that is how a conversation Codex saved on its own
-//! (listed by `session_history`) is opened.
+//! A new session is named after its thread: `startup` carries the thread id as `session_id`
+//! and the hub takes it (`names_its_session`). Sessions made before that kept a hub-chosen id,
+//! paired with its thread in `<jucode home>/daemon/codex-threads.json` (still written, written
+//! atomically); a session id that is not in the map is taken to be a thread id itself, which is
+//! also how a conversation Codex saved on its own (listed by `session_history`) is opened.
 //!
 //! Besides turns: `/fast` and `/thinking` (service tier and reasoning summary of later turns),
 //! `/login` (ChatGPT device code), `mcp_list` / `mcp_reconnect` / `mcp_login` (the list kept
