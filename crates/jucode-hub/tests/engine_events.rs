@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, EngineOutput, StartSpec};
 use jucode_hub::{Auth, Connection, Hub, HubConfig, Outgoing};
@@ -114,9 +115,12 @@ impl Setup {
         self.hub.handle(self.conn.id, &frame.to_string()).await;
     }
 
+    /// The next frame queued for the client. The bound only keeps a broken hub from hanging
+    /// the suite; nothing here waits for time to pass.
     async fn recv(&mut self) -> Value {
-        let Some(Outgoing::Frame(text)) = self.conn.frames.recv().await else {
-            panic!("the hub dropped the client");
+        let next = tokio::time::timeout(Duration::from_secs(20), self.conn.frames.recv());
+        let Ok(Some(Outgoing::Frame(text))) = next.await else {
+            panic!("no frame from the hub (or it dropped the client)");
         };
         serde_json::from_str(&text).unwrap()
     }
