@@ -7,9 +7,12 @@
 //! and [`DaemonOp`], the typed ops the daemon answers itself, one enum per area. Everything
 //! an engine emits is a [`serve::Event`]: a JSON object the daemon forwards unchanged with
 //! `session` added, and reads through the typed views in [`serve`] where it has to interpret it.
+//! With the `schema` feature, `schema` builds the JSON Schemas of every frame from these types.
 
 pub mod daemon;
 pub mod mode;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod serve;
 
 pub use daemon::{ClientFrame, DaemonOp, FrameError, InvalidFrame};

@@ -6,6 +6,7 @@ use super::limits::{self, TooLong};
 
 /// Ops of [`crate::daemon::ops::Area::Actions`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ActionsOp {
     ActionsList,
@@ -13,6 +14,7 @@ pub enum ActionsOp {
         kind: String,
         item: String,
         #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::REASON_CHARS)))]
         reason: Option<String>,
     },
     ItemReopen {

@@ -4,6 +4,7 @@ use serde::Deserialize;
 
 /// Ops of [`crate::daemon::ops::Area::Basics`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum BasicsOp {
     Ping,

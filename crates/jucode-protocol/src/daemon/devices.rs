@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 /// Ops of [`crate::daemon::ops::Area::Devices`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DevicesOp {
     PairStart,
@@ -16,6 +17,7 @@ pub enum DevicesOp {
 
 /// A paired device as `devices` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceInfo {
     pub id: String,
     pub name: String,

@@ -194,6 +194,7 @@ impl DaemonOp {
 /// Frames the daemon itself sends (replies and broadcasts). Session events are engine frames
 /// (see [`crate::serve`]) and are not in this enum.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum DaemonEvent {
     Hello {

@@ -23,6 +23,7 @@ pub const ENGINES: &[(&str, &str)] = &[
 
 /// Ops of [`crate::daemon::ops::Area::Sessions`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum SessionsOp {
     SessionList,
@@ -32,12 +33,19 @@ pub enum SessionsOp {
     SessionMeta {
         session: String,
         #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::TITLE_CHARS)))]
         title: Option<String>,
         #[serde(default)]
         archived: Option<bool>,
         #[serde(default)]
         hidden: Option<bool>,
         /// `Some(Value::Null)` clears the group; `None` leaves it.
+        #[cfg_attr(
+            feature = "schema",
+            schemars(
+                description = "Any JSON value; null clears the group, leaving it out keeps it."
+            )
+        )]
         #[serde(default, deserialize_with = "super::present")]
         group: Option<Value>,
     },
@@ -95,6 +103,7 @@ impl SessionsOp {
 
 /// A hosted session as `sessions` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SessionInfo {
     pub session: String,
     pub cwd: String,
@@ -116,6 +125,7 @@ pub struct SessionInfo {
 
 /// One row of `session_history`: a daemon session or a conversation an engine saved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HistoryRow {
     pub session: String,
     pub title: String,

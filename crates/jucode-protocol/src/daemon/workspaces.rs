@@ -7,6 +7,7 @@ use crate::Object;
 
 /// Ops of [`crate::daemon::ops::Area::Workspaces`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum WorkspacesOp {
     Workspaces,
@@ -19,18 +20,22 @@ pub enum WorkspacesOp {
         #[serde(default)]
         workspace: Option<String>,
         #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::NAME_CHARS)))]
         project_name: Option<String>,
         #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::NAME_CHARS)))]
         workspace_name: Option<String>,
     },
     ProjectCreate {
         parent: String,
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::NAME_CHARS)))]
         name: String,
         #[serde(default)]
         git_init: bool,
         #[serde(default)]
         workspace: Option<String>,
         #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::NAME_CHARS)))]
         workspace_name: Option<String>,
     },
     ProjectRemove {
@@ -81,6 +86,7 @@ impl WorkspacesOp {
 
 /// A workspace: a named group of projects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Workspace {
     pub id: String,
     pub name: String,
@@ -95,6 +101,7 @@ pub struct Workspace {
 
 /// A project: a directory (and optionally extra directories) that sessions run in.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Project {
     pub id: String,
     pub name: String,
