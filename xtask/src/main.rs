@@ -5,6 +5,7 @@ mod ci;
 mod conformance;
 mod daemon;
 mod interop;
+mod schema;
 mod tidy;
 
 use std::process::ExitCode;
@@ -20,6 +21,8 @@ commands:
   bench [--quick] [--no-build]       event fan-out and cold start against in-process references
   tidy [--fix]                       crate graph vs docs/ARCHITECTURE.md (--fix rewrites it), layering
                                      rules, unused dependencies, file sizes
+  schema [--check]                   write docs/schema/*.json and the op index of docs/PROTOCOL.md
+                                     from jucode-protocol (--check: fail if they differ instead)
   ci                                 fmt, clippy, tidy, docs, build, tests, conformance, bench --quick
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      through the adapters against a fake model server";
@@ -87,6 +90,7 @@ fn run() -> Result<bool> {
             }
             tidy::run(options)
         }
+        "schema" => schema::run(rest),
         "interop" => {
             if let Some(extra) = rest.first() {
                 bail!("interop takes no arguments, got {extra}");
