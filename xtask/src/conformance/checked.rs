@@ -23,8 +23,9 @@ pub fn sent(schemas: &Validators, text: &str, off_schema: bool) -> Result<(), St
             shorten(text, 300)
         )),
         (Err(why), false) => Err(format!(
-            "the frame {} breaks {CLIENT_SCHEMA}: {why}\n    (mark the step \"off_schema\": true if that is the point)",
-            shorten(text, 300)
+            "the frame {} breaks {CLIENT_SCHEMA}: {}\n    (mark the step \"off_schema\": true if that is the point)",
+            shorten(text, 300),
+            shorten(&why, 600)
         )),
     }
 }
@@ -40,8 +41,9 @@ pub fn received(schemas: &Validators, client: &str, item: &Incoming) -> Result<(
     };
     verdict.map_err(|why| {
         format!(
-            "{client}: received frame {} breaks {DAEMON_SCHEMA}: {why}",
-            item.describe()
+            "{client}: received frame {} breaks {DAEMON_SCHEMA}: {}",
+            item.describe(),
+            shorten(&why, 600)
         )
     })
 }
