@@ -949,4 +949,12 @@ mod tests {
         assert!(parse_fixture("{\"what\":1}").is_err());
         assert!(parse_fixture("[1]").is_err());
     }
+
+    #[test]
+    fn only_sends_take_the_off_schema_mark() {
+        assert!(parse_fixture("{\"send\":{\"id\":1},\"off_schema\":true}").is_ok());
+        assert!(parse_fixture("{\"send_text\":\"x\",\"off_schema\":true}").is_ok());
+        assert!(parse_fixture("{\"expect\":{},\"off_schema\":true}").is_err());
+        assert!(parse_fixture("{\"send_binary\":\"x\",\"off_schema\":true}").is_err());
+    }
 }
