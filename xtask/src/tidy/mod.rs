@@ -1,6 +1,7 @@
 //! `cargo xtask tidy [--fix]`: the workspace's shape, checked on `cargo metadata` and the
 //! sources. The crate graph in docs/ARCHITECTURE.md is the generated one (`--fix` rewrites
-//! it), the layering rules hold, no dependency is unused, no file is oversized.
+//! it), the layering rules hold, no dependency is unused, no file is oversized, and the frame
+//! schemas and PROTOCOL.md's op index are the ones `jucode-protocol` generates.
 //!
 //! Each check is a pure function over the parsed metadata or a file's text ([`graph`] reads
 //! the metadata); this file only gathers the inputs and prints what they found.
@@ -33,6 +34,7 @@ pub fn run(options: Options) -> Result<bool> {
     ok &= layering_rules(&ws);
     ok &= unused_dependencies(&ws)?;
     ok &= file_sizes(&ws)?;
+    ok &= generated_protocol_files(&ws.root, options.fix)?;
     println!(
         "tidy: {}",
         if ok {
@@ -44,10 +46,45 @@ pub fn run(options: Options) -> Result<bool> {
     Ok(ok)
 }
 
+/// The frame schemas and PROTOCOL.md's op index match the protocol crate (`--fix` rewrites).
+fn generated_protocol_files(root: &Path, fix: bool) -> Result<bool> {
+    if fix {
+        for path in crate::schema::write(root)? {
+            println!("tidy: wrote {}", path.display());
+        }
+        return Ok(true);
+    }
+    match crate::schema::check(root) {
+        Ok(()) => {
+            println!("tidy: ok: docs/schema and the op index of docs/PROTOCOL.md are generated");
+            Ok(true)
+        }
+        Err(e) => {
+            println!("tidy: {e:#}");
+            Ok(false)
+        }
+    }
+}
+
+/// The host's target triple: the graph is resolved for the machine the daemon runs on, so a
+/// dependency only another platform builds (e.g. `js-sys` on wasm) is not counted.
+fn host_triple() -> Result<String> {
+    let output = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .map(|h| h.trim().to_string())
+        .context("rustc -vV printed no host line")
+}
+
 fn load() -> Result<Workspace> {
     let output = std::process::Command::new(daemon::cargo_program())
         .current_dir(daemon::workspace_root()?)
-        .args(["metadata", "--format-version", "1"])
+        .args(["metadata", "--format-version", "1", "--filter-platform"])
+        .arg(host_triple()?)
         .output()
         .context("running cargo metadata")?;
     if !output.status.success() {
