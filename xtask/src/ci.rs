@@ -11,6 +11,7 @@ enum Check {
     Tidy,
     Docs,
     Tests,
+    Examples,
     Conformance,
     BenchQuick,
 }
@@ -32,7 +33,7 @@ const STEPS: &[(&str, Check)] = &[
         ]),
     ),
     (
-        "cargo xtask tidy (crate graph, layering, unused deps, file sizes)",
+        "cargo xtask tidy (crate graph, layering, unused deps, file sizes, schemas, op index)",
         Check::Tidy,
     ),
     (
@@ -44,6 +45,10 @@ const STEPS: &[(&str, Check)] = &[
         Check::Cargo(&["build", "--workspace", "--all-targets"]),
     ),
     ("tests (cargo nextest run, else cargo test)", Check::Tests),
+    (
+        "scripts/run-examples.sh --no-build (the client and embed examples, run for real)",
+        Check::Examples,
+    ),
     ("cargo xtask conformance --no-build", Check::Conformance),
     (
         "cargo deny check licenses bans sources",
@@ -101,6 +106,14 @@ fn run_check(check: &Check) -> Result<bool> {
     match check {
         Check::Cargo(args) => cargo_status(args),
         Check::Tidy => tidy::run(tidy::Options { fix: false }),
+        Check::Examples => {
+            let status = Command::new("bash")
+                .current_dir(daemon::workspace_root()?)
+                .args(["scripts/run-examples.sh", "--no-build"])
+                .status()
+                .context("running scripts/run-examples.sh")?;
+            Ok(status.success())
+        }
         Check::Docs => {
             let status = cargo()?
                 .args(["doc", "--workspace", "--no-deps"])
