@@ -11,6 +11,7 @@
 
 pub mod bench_latency;
 pub mod fake_model;
+pub mod harness;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -30,6 +31,19 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// The frame types the daemon sends on connect, in order (`hello` first, `requirements` last).
+pub const CONNECT_BATCH: &[&str] = &[
+    "hello",
+    "sessions",
+    "workspaces",
+    "agents",
+    "schedules",
+    "questions",
+    "actions",
+    "dispatches",
+    "requirements",
+];
 
 /// The WebSocket type a [`Client`] wraps.
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
