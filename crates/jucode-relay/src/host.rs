@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use jucode_clock::{Clock as _, SystemClock};
 use jucode_hub::{Auth, Hub, Outgoing, PairError};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{self, Message};
@@ -156,7 +156,7 @@ async fn supervise(hub: Arc<Hub>, link: Arc<Link>, url: String, version: String)
         let result =
             connect_and_serve(&hub, &identity, &url, &version, &mut switch, &mut up_since).await;
         hub.set_relay_connected(false, None);
-        let up_for = up_since.map(|t: Instant| t.elapsed());
+        let up_for = up_since.map(|since: SystemClock| since.elapsed());
         let replaced =
             matches!(&result, Err(LinkError::Closed(code, _)) if *code == crate::close::REPLACED);
         match &result {
@@ -318,7 +318,7 @@ async fn connect_and_serve(
     url: &str,
     version: &str,
     switch: &mut watch::Receiver<bool>,
-    up_since: &mut Option<Instant>,
+    up_since: &mut Option<SystemClock>,
 ) -> Result<(), LinkError> {
     let connect = async {
         let endpoint = format!("{}/host", url.trim_end_matches('/'));
@@ -332,7 +332,8 @@ async fn connect_and_serve(
     };
     tracing::info!("relay: connected to {url} as host {}", identity.host_id());
     hub.set_relay_connected(true, Some(identity.host_id()));
-    *up_since = Some(Instant::now());
+    // A clock started now measures how long the link stays up.
+    *up_since = Some(SystemClock::new());
     serve(hub, identity, ws, switch).await
 }
 
@@ -403,7 +404,9 @@ async fn read_text(ws: &mut WebSocketStream<Box<dyn IoBox>>) -> Result<RelayText
 /// Failed handshakes in the last minute, shared by every stream of the daemon.
 #[derive(Default)]
 struct Limiter {
-    failures: VecDeque<Instant>,
+    clock: SystemClock,
+    /// When each failure happened, on `clock`'s monotonic time.
+    failures: VecDeque<Duration>,
 }
 
 impl Limiter {
@@ -411,7 +414,7 @@ impl Limiter {
         while self
             .failures
             .front()
-            .is_some_and(|t| t.elapsed() > Duration::from_secs(60))
+            .is_some_and(|t| self.clock.elapsed().saturating_sub(*t) > Duration::from_secs(60))
         {
             self.failures.pop_front();
         }
@@ -424,7 +427,7 @@ impl Limiter {
 
     fn failed(&mut self) {
         self.prune();
-        self.failures.push_back(Instant::now());
+        self.failures.push_back(self.clock.elapsed());
     }
 }
 
@@ -773,10 +776,10 @@ mod tests {
         let identity = Arc::new(Identity::generate().unwrap());
         let (daemon, _relay) = link().await;
         let (_on, mut switch) = watch::channel(true);
-        let start = Instant::now();
+        let clock = SystemClock::new();
         let result = serve(&hub, &identity, daemon, &mut switch).await;
         assert!(matches!(result, Err(LinkError::Dead)), "{result:?}");
-        assert!(start.elapsed() >= DEAD_AFTER);
+        assert!(clock.elapsed() >= DEAD_AFTER);
     }
 
     #[test]

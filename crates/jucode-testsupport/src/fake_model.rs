@@ -218,6 +218,7 @@ async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infa
 }
 
 /// Streams `count` tokens `gap_ms` apart, noting when each was handed to the connection.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 fn bench_stream(state: Arc<State>, count: u64, gap_ms: u64) -> Reply {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {

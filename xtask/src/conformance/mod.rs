@@ -505,6 +505,10 @@ impl Runner {
     }
 
     /// Reads the connect batch and checks its order.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn read_batch(&mut self, name: &str) -> StepResult {
         let deadline = Instant::now() + Duration::from_millis(EXPECT_TIMEOUT_MS);
         for want in CONNECT_BATCH {
@@ -583,6 +587,10 @@ impl Runner {
         }
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let pattern = self.field(step, "expect", true)?.unwrap_or_default();
@@ -632,6 +640,10 @@ impl Runner {
         }
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect_set(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let Some(Value::Array(mut pending)) = self.field(step, "expect_set", true)? else {
@@ -677,6 +689,10 @@ impl Runner {
         Ok(())
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect_silence(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let ms = step.value["expect_silence"]
@@ -699,6 +715,10 @@ impl Runner {
         }
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect_close(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let want = &step.value["expect_close"];
