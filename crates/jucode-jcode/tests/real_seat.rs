@@ -35,20 +35,9 @@ fn jcode_bin() -> PathBuf {
     p
 }
 
-/// The seat binary, built into this test's target directory.
+/// The seat binary, built into this test's target directory on first use.
 fn seat_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let target = profile_dir.parent().unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let st = std::process::Command::new(cargo)
-        .args(["build", "-p", "jucode-cotal-jcode"])
-        .env("CARGO_TARGET_DIR", &target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "cargo build -p jucode-cotal-jcode failed");
-    profile_dir.join("jucode-cotal-jcode")
+    jucode_testsupport::build_bin("jucode-cotal-jcode", "jucode-cotal-jcode").unwrap()
 }
 
 /// The connector log, the last frames and the provider's requests, for a failure message.

@@ -23,18 +23,8 @@ const PARALLEL: usize = 2;
 const FIXTURE_TIMEOUT: Duration = Duration::from_secs(45);
 const EXPECT_TIMEOUT_MS: u64 = 5000;
 
-/// What the daemon sends on connect, in order.
-const CONNECT_BATCH: &[&str] = &[
-    "hello",
-    "sessions",
-    "workspaces",
-    "agents",
-    "schedules",
-    "questions",
-    "actions",
-    "dispatches",
-    "requirements",
-];
+// What the daemon sends on connect, in order: the one list, kept in test support.
+use jucode_testsupport::CONNECT_BATCH;
 
 pub struct Options {
     pub build: bool,
