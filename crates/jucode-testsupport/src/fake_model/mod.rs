@@ -4,10 +4,12 @@
 //! endpoints the engine CLIs call at start (`count_tokens`, `models`; anything else is answered
 //! `200 {}` so a side call never hangs). Every request is kept for the test to inspect.
 //!
-//! Two clients, two scripts, told apart by the model a request names: the jucode engine (its
-//! [`FakeModel::config`] names [`FAKE_MODEL`]) and the real Claude Code, claude-agent-acp and
-//! Codex CLIs (any other model; their script is described in [`cli`]). Both answer a tool
-//! result with `tool said: <output>` and anything unscripted with `user said: <text>`.
+//! Each client has its script: the jucode engine (its [`FakeModel::config`] names
+//! [`FAKE_MODEL`]) gets the one below; the real Claude Code, claude-agent-acp and Codex CLIs
+//! (naming any other model) get the one described in [`cli`], which also answers a tool result
+//! with `tool said: <output>` and anything unscripted with `user said: <text>`; the real jcode,
+//! pointed at `/jcode/v1` by [`FakeModel::jcode_config_toml`], gets its own (see
+//! [`FakeModel::jcode_requests`]).
 //!
 //! For the jucode engine, the last message of a request picks the answer:
 //! - a tool result → text `tool said: <output>`;
@@ -26,6 +28,7 @@
 //! fail with a status (429, 500…) for retry tests. Every request body is kept.
 
 pub mod cli;
+mod jcode;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -48,6 +51,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use cli::{HANG_TEXT, SUGGESTION};
+pub use jcode::JcodeRequest;
 
 /// The model name [`FakeModel::config`] writes.
 pub const FAKE_MODEL: &str = "fake-model";
@@ -61,7 +65,7 @@ pub struct RecordedRequest {
     /// The JSON body, `Null` when there was none or it was not JSON.
     pub body: Value,
     /// What a CLI request was answered with: `tool`, `text`, `hang`; `engine` for the jucode
-    /// engine's requests, `other` for side calls.
+    /// engine's requests, `jcode` for jcode's, `other` for side calls.
     pub reply: String,
 }
 
@@ -71,6 +75,8 @@ struct State {
     /// The jucode engine's model requests as (path, body).
     requests: Mutex<Vec<(String, Value)>>,
     cli: cli::Shared,
+    /// The real jcode's chat requests (under `/jcode/v1`).
+    jcode: Mutex<Vec<JcodeRequest>>,
     failures: Mutex<VecDeque<u16>>,
     calls: AtomicUsize,
     /// When each token of the latest `BENCH` answer was handed to the connection.
@@ -128,6 +134,24 @@ impl FakeModel {
     /// `http://127.0.0.1:<port>`, the value for `ANTHROPIC_BASE_URL`; Codex wants it + `/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The base URL of jcode's provider: `http://127.0.0.1:<port>/jcode/v1`.
+    pub fn jcode_base_url(&self) -> String {
+        format!("http://{}{}/v1", self.addr, jcode::PREFIX)
+    }
+
+    /// A jcode `config.toml` making this server its default provider (model `fake-model`).
+    /// jcode's script: `USE_TOOL` → a `bash` call running `echo fake-tool-output`; `DM from
+    /// bob` → an answer through the offered `…cotal_dm` tool; `cotal_orientation` → a call of
+    /// that tool; anything else → `Hello from the fake model.`.
+    pub fn jcode_config_toml(&self) -> String {
+        jcode::config_toml(&self.jcode_base_url())
+    }
+
+    /// jcode's chat requests so far, in arrival order.
+    pub fn jcode_requests(&self) -> Vec<JcodeRequest> {
+        lock(&self.state.jcode).clone()
     }
 
     /// Every request so far, side calls included, in arrival order.
@@ -236,6 +260,22 @@ async fn handle(
         .as_str()
         .is_some_and(|m| m.starts_with(FAKE_MODEL));
     let is_post = method == Method::POST;
+    if let Some(rest) = route.strip_prefix(jcode::PREFIX) {
+        let reply = if method == Method::GET && rest.trim_end_matches('/').ends_with("/models") {
+            cli::json_response(StatusCode::OK, &jcode::models())
+        } else if is_post && rest.ends_with("/chat/completions") {
+            let request = jcode::summarize(rest, &record.body);
+            let text = jcode::answer(&request, &record.body);
+            lock(&state.jcode).push(request);
+            record.reply = "jcode".into();
+            respond(StatusCode::OK, "text/event-stream", text)
+        } else {
+            let error = json!({"error": {"message": "not found"}});
+            cli::json_response(StatusCode::NOT_FOUND, &error)
+        };
+        lock(&state.recorded).push(record);
+        return Ok(reply);
+    }
     let reply = if is_post && route == "/v1/chat/completions"
         || is_post && route.ends_with("/messages") && ours
     {
