@@ -2,19 +2,14 @@
 
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
-use crate::{bench, conformance, daemon};
-
-/// Crates that mean an async runtime (or its ecosystem) is in the protocol crate's tree: the
-/// protocol is pure data, shared with clients that bring their own runtime.
-const RUNTIME_CRATES: &[&str] = &["tokio", "async-std", "smol", "futures", "mio"];
-/// Families whose members all come with the runtime (`tokio-util`, `futures-util`, …).
-const RUNTIME_FAMILIES: &[&str] = &["tokio-", "futures-", "async-std-"];
+use crate::{bench, conformance, daemon, tidy};
 
 enum Check {
     Cargo(&'static [&'static str]),
-    ProtocolHasNoRuntime,
+    Tidy,
+    Docs,
     Tests,
     Conformance,
     BenchQuick,
@@ -37,8 +32,12 @@ const STEPS: &[(&str, Check)] = &[
         ]),
     ),
     (
-        "jucode-protocol depends on no async runtime",
-        Check::ProtocolHasNoRuntime,
+        "cargo xtask tidy (crate graph, layering, unused deps, file sizes)",
+        Check::Tidy,
+    ),
+    (
+        "RUSTDOCFLAGS=\"-D warnings\" cargo doc --workspace --no-deps",
+        Check::Docs,
     ),
     (
         "cargo build --workspace --all-targets",
@@ -101,7 +100,15 @@ fn cargo_status(args: &[&str]) -> Result<bool> {
 fn run_check(check: &Check) -> Result<bool> {
     match check {
         Check::Cargo(args) => cargo_status(args),
-        Check::ProtocolHasNoRuntime => protocol_has_no_runtime(),
+        Check::Tidy => tidy::run(tidy::Options { fix: false }),
+        Check::Docs => {
+            let status = cargo()?
+                .args(["doc", "--workspace", "--no-deps"])
+                .env("RUSTDOCFLAGS", "-D warnings")
+                .status()
+                .context("running cargo doc")?;
+            Ok(status.success())
+        }
         Check::Tests => {
             let has_nextest = cargo()?
                 .args(["nextest", "--version"])
@@ -125,66 +132,5 @@ fn run_check(check: &Check) -> Result<bool> {
             quick: true,
             build: true,
         }),
-    }
-}
-
-fn protocol_has_no_runtime() -> Result<bool> {
-    let output = cargo()?
-        .args([
-            "tree",
-            "-p",
-            "jucode-protocol",
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-        ])
-        .output()
-        .context("running cargo tree")?;
-    if !output.status.success() {
-        bail!(
-            "cargo tree failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    let tree = String::from_utf8_lossy(&output.stdout);
-    let found = runtime_crates(&tree);
-    if found.is_empty() {
-        println!("ci: jucode-protocol's normal dependencies hold no async runtime");
-        return Ok(true);
-    }
-    println!(
-        "ci: jucode-protocol depends on {} (it must stay runtime-free)",
-        found.join(", ")
-    );
-    Ok(false)
-}
-
-/// Runtime crates named in `cargo tree --prefix none` output (one `name vX.Y.Z …` per line),
-/// including their family (`tokio-util`, `futures-util`, …).
-fn runtime_crates(tree: &str) -> Vec<String> {
-    let mut found: Vec<String> = tree
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .filter(|name| {
-            RUNTIME_CRATES.contains(name) || RUNTIME_FAMILIES.iter().any(|f| name.starts_with(f))
-        })
-        .map(str::to_string)
-        .collect();
-    found.sort();
-    found.dedup();
-    found
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn runtime_crates_are_found_by_name_and_family() {
-        let tree = "jucode-protocol v0.1.0 (/x)\nserde v1.0.0\ntokio v1.0.0\nfutures-util v0.3.0\n\
-                    tokio v1.0.0 (*)\nmiog v1.0.0\nsmol_str v0.2.0\nmio v1.0.0\n";
-        assert_eq!(runtime_crates(tree), vec!["futures-util", "mio", "tokio"]);
-        assert!(runtime_crates("jucode-protocol v0.1.0\nserde_json v1.0.0\n").is_empty());
     }
 }

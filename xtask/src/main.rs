@@ -5,6 +5,8 @@ mod ci;
 mod conformance;
 mod daemon;
 mod interop;
+mod schema;
+mod tidy;
 
 use std::process::ExitCode;
 
@@ -17,7 +19,11 @@ commands:
   conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
                                      (FILTER: run only fixtures whose name contains it)
   bench [--quick] [--no-build]       event fan-out and cold start against in-process references
-  ci                                 fmt, clippy, protocol deps, build, tests, conformance, bench --quick
+  tidy [--fix]                       crate graph vs docs/ARCHITECTURE.md (--fix rewrites it), layering
+                                     rules, unused dependencies, file sizes
+  schema [--check]                   write docs/schema/*.json and the op index of docs/PROTOCOL.md
+                                     from jucode-protocol (--check: fail if they differ instead)
+  ci                                 fmt, clippy, tidy, docs, build, tests, conformance, bench --quick
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      through the adapters against a fake model server";
 
@@ -74,6 +80,17 @@ fn run() -> Result<bool> {
             }
             ci::run()
         }
+        "tidy" => {
+            let mut options = tidy::Options { fix: false };
+            for arg in rest {
+                match arg.as_str() {
+                    "--fix" => options.fix = true,
+                    other => bail!("unexpected argument {other}\n{USAGE}"),
+                }
+            }
+            tidy::run(options)
+        }
+        "schema" => schema::run(rest),
         "interop" => {
             if let Some(extra) = rest.first() {
                 bail!("interop takes no arguments, got {extra}");

@@ -560,12 +560,13 @@ async fn a_conversation_resumes_after_a_restart() {
     c.request(json!({"op":"session_open","session":id}))
         .await
         .unwrap();
+    // The watch snapshot holds the conversation (the engine's own copy is not sent again).
+    c.request(json!({"op":"watch","session":id})).await.unwrap();
     let transcript = c.recv_type("transcript", Some(&id)).await.unwrap();
     assert_eq!(
         transcript["items"],
         json!([{"role":"user","content":"remember kumquat"},{"role":"assistant","content":"user said: remember kumquat"}])
     );
-    c.request(json!({"op":"watch","session":id})).await.unwrap();
     let events = turn(&mut c, &id, "what was it?").await.unwrap();
     assert_eq!(reply(&events), "user said: what was it?");
     let (_, body) = fake

@@ -451,7 +451,7 @@ async fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
     a.send_text(r#"{"id":4}"#).await.unwrap();
     assert_eq!(
         a.recv().await.unwrap(),
-        json!({"type":"error","message":"invalid frame: a frame needs an op string"})
+        json!({"type":"error","message":"invalid frame: a frame needs an op string","id":4})
     );
     let reply = a
         .request(json!({"op":"user_message","content":"x"}))

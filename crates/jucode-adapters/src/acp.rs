@@ -36,6 +36,11 @@ impl AcpEngine {
 }
 
 impl EngineFactory for AcpEngine {
+    /// An ACP session runs `options.command`.
+    fn runs_named_program(&self) -> bool {
+        true
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let options = EngineOptions::parse(&spec.options)?;
         let command = options.command.clone().ok_or_else(|| {

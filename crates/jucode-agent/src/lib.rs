@@ -125,6 +125,17 @@ impl EngineFactory for JucodeEngine {
         log::saved_in(&self.home.join("sessions"), cwd)
     }
 
+    fn reads_mcp_config(&self) -> bool {
+        true
+    }
+
+    fn saved_transcript(
+        &self,
+        session: &str,
+    ) -> Option<Vec<jucode_protocol::serve::TranscriptItem>> {
+        log::saved_transcript(&self.home.join("sessions"), session)
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let (handle, ops, events) = jucode_engine::channel();
         let options = read_options(&spec.options);

@@ -141,14 +141,37 @@ pub struct SessionLog {
     log: JsonlLog,
 }
 
+/// Whether `session` can name a file in the sessions directory.
+fn is_file_name(session: &str) -> bool {
+    !(session.is_empty()
+        || session.len() > 200
+        || session.starts_with('.')
+        || session.contains(['/', '\\', '\0']))
+}
+
+/// The transcript of `session`'s saved log under `sessions_dir`, read without writing (the
+/// daemon shows it before the engine starts); `None` when there is no such conversation.
+pub fn saved_transcript(sessions_dir: &Path, session: &str) -> Option<Vec<TranscriptItem>> {
+    use std::io::BufRead;
+    if !is_file_name(session) {
+        return None;
+    }
+    let file = std::fs::File::open(sessions_dir.join(format!("{session}.jsonl"))).ok()?;
+    let mut loaded = Loaded::default();
+    for line in std::io::BufReader::new(file).lines() {
+        // A torn last line is skipped, as the engine's own open repairs it.
+        let Ok(line) = line else { break };
+        if let Ok(record) = serde_json::from_str::<Record>(&line) {
+            loaded.apply(record);
+        }
+    }
+    Some(loaded.transcript)
+}
+
 impl SessionLog {
     /// Opens (or creates) the log of `session` under `home/sessions` and folds it.
     pub fn open(home: &Path, session: &str) -> Result<(SessionLog, Loaded), LogError> {
-        if session.is_empty()
-            || session.len() > 200
-            || session.starts_with('.')
-            || session.contains(['/', '\\', '\0'])
-        {
+        if !is_file_name(session) {
             return Err(LogError::BadSession(session.to_string()));
         }
         let dir = home.join("sessions");

@@ -10,7 +10,8 @@ pub mod process;
 
 use std::path::PathBuf;
 
-use jucode_protocol::{Object, serve::Event};
+use jucode_protocol::Object;
+use jucode_protocol::serve::{Event, TranscriptItem};
 use tokio::sync::mpsc;
 
 /// Everything an engine needs to start a session.
@@ -71,6 +72,42 @@ pub trait EngineFactory: Send + Sync {
     /// that event, or with an error when the engine stops before it.
     fn opens_at_startup(&self) -> bool {
         false
+    }
+
+    /// Whether the engine names a new session itself: its first `startup` carries the
+    /// conversation id in `session_id` (Codex names its thread only once it is open), and the
+    /// hub lists and answers `session_create` under that id instead of the one it started the
+    /// engine with. Meaningful with [`EngineFactory::opens_at_startup`].
+    fn names_its_session(&self) -> bool {
+        false
+    }
+
+    /// Whether a session runs whatever program the client names in its options (an ACP
+    /// session runs `options.command`): only local clients may start one.
+    fn runs_named_program(&self) -> bool {
+        false
+    }
+
+    /// Whether sessions read `mcp_servers` from the jucode home's `config.json` and take the
+    /// serve protocol's `mcp_set`/`mcp_remove`/`mcp_toggle`: the daemon sends them a change it
+    /// saved to that file, so they reconnect.
+    fn reads_mcp_config(&self) -> bool {
+        false
+    }
+
+    /// Whether the engine keeps a conversation's name itself and takes a `rename` op (the
+    /// daemon forwards a title a client sets).
+    fn keeps_titles(&self) -> bool {
+        false
+    }
+
+    /// The conversation `session` holds so far, read from the engine's saved copy, when the
+    /// engine keeps one the daemon may read before the session starts. A reopened session's
+    /// first snapshot shows it at once; the engine's own `transcript` comes after start-up.
+    /// Called off the async threads; `session` is a client's string and must be checked.
+    fn saved_transcript(&self, session: &str) -> Option<Vec<TranscriptItem>> {
+        let _ = session;
+        None
     }
 
     /// Conversations this kind of engine saved for `cwd`, whoever ran them (a TUI, another

@@ -30,6 +30,11 @@ pub struct ServeProcess {
 }
 
 impl EngineFactory for ServeProcess {
+    /// A serve-v2 program stands in for the built-in engine and reads the same config.
+    fn reads_mcp_config(&self) -> bool {
+        true
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let options = serde_json::to_string(&spec.options)
             .map_err(|e| EngineError::BadOptions(e.to_string()))?;

@@ -7,14 +7,39 @@
 
 use std::collections::HashMap;
 
+use jucode_clock::SharedClock;
 use jucode_protocol::Object;
-use jucode_protocol::daemon::DaemonEvent;
-use jucode_store::{JsonlLog, StateDir};
+use jucode_protocol::daemon::{ActionsOp, DaemonEvent};
+use jucode_store::{JsonlLog, StateDir, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::HubError;
-use jucode_clock::SharedClock;
+use crate::cx::OpCx;
+use crate::error::OpError;
+
+/// Why an action op failed; the texts are the protocol's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ActionError {
+    #[error("could not save the action: {0}")]
+    Save(StoreError),
+    #[error("unknown action {0}")]
+    Unknown(String),
+    #[error("action {0} was already decided")]
+    AlreadyDecided(String),
+    #[error("action {0} is closed; reopen it first")]
+    Closed(String),
+    #[error("action {0} names no session")]
+    NoSession(String),
+    #[error("action {0} is not open")]
+    NotOpen(String),
+    #[error("action {0} is not closed")]
+    NotClosed(String),
+    #[error("questions are not available in this daemon yet")]
+    NoQuestions,
+    #[error("unknown item kind `{0}` (expected question or action)")]
+    UnknownKind(String),
+}
 
 /// Closed items stay in the `closed` list this long.
 const CLOSED_LIST_MS: u64 = 7 * 24 * 60 * 60 * 1000;
@@ -122,16 +147,14 @@ impl Actions {
         }
     }
 
-    fn write(&mut self, record: Record) -> Result<(), String> {
-        self.log
-            .append(&record)
-            .map_err(|e| format!("could not save the action: {e}"))?;
+    fn write(&mut self, record: Record) -> Result<(), ActionError> {
+        self.log.append(&record).map_err(ActionError::Save)?;
         self.apply(record);
         Ok(())
     }
 
     /// Records an `action_deferred` event. Returns whether the list changed.
-    pub(crate) fn deferred(&mut self, event: &Object, session: &str) -> Result<bool, String> {
+    pub(crate) fn deferred(&mut self, event: &Object, session: &str) -> Result<bool, ActionError> {
         let Some(id) = event.get("id").and_then(Value::as_str) else {
             return Ok(false);
         };
@@ -152,7 +175,7 @@ impl Actions {
     }
 
     /// Records an `action_decided` event for a decision the hub did not see coming in.
-    pub(crate) fn decided_by_engine(&mut self, event: &Object) -> Result<bool, String> {
+    pub(crate) fn decided_by_engine(&mut self, event: &Object) -> Result<bool, ActionError> {
         let Some(id) = event.get("id").and_then(Value::as_str) else {
             return Ok(false);
         };
@@ -171,19 +194,19 @@ impl Actions {
     }
 
     /// Records a client's decision, before the engine hears of it.
-    pub(crate) fn decide(&mut self, id: &str, allow: bool) -> Result<Decided, String> {
+    pub(crate) fn decide(&mut self, id: &str, allow: bool) -> Result<Decided, ActionError> {
         let action = self
             .map
             .get(id)
-            .ok_or_else(|| format!("unknown action {id}"))?;
+            .ok_or_else(|| ActionError::Unknown(id.to_string()))?;
         match action.state {
             State::Open => {}
-            State::Decided { .. } => return Err(format!("action {id} was already decided")),
-            State::Closed { .. } => return Err(format!("action {id} is closed; reopen it first")),
+            State::Decided { .. } => return Err(ActionError::AlreadyDecided(id.to_string())),
+            State::Closed { .. } => return Err(ActionError::Closed(id.to_string())),
         }
         let session = action
             .session()
-            .ok_or_else(|| format!("action {id} names no session"))?
+            .ok_or_else(|| ActionError::NoSession(id.to_string()))?
             .to_string();
         self.write(Record::Decided {
             id: id.to_string(),
@@ -194,22 +217,22 @@ impl Actions {
     }
 
     /// `item_close` for an action: closed without an answer; nothing is sent to the engine.
-    pub(crate) fn close(&mut self, id: &str, reason: Option<String>) -> Result<(), String> {
+    pub(crate) fn close(&mut self, id: &str, reason: Option<String>) -> Result<(), ActionError> {
         match self.map.get(id).map(|a| &a.state) {
-            None => Err(format!("unknown action {id}")),
+            None => Err(ActionError::Unknown(id.to_string())),
             Some(State::Open) => self.write(Record::Closed {
                 id: id.to_string(),
                 reason,
                 at: self.clock.now_ms(),
             }),
-            Some(_) => Err(format!("action {id} is not open")),
+            Some(_) => Err(ActionError::NotOpen(id.to_string())),
         }
     }
 
     /// `item_reopen` for an action. Returns its session.
-    pub(crate) fn reopen(&mut self, id: &str) -> Result<Option<String>, String> {
+    pub(crate) fn reopen(&mut self, id: &str) -> Result<Option<String>, ActionError> {
         match self.map.get(id) {
-            None => Err(format!("unknown action {id}")),
+            None => Err(ActionError::Unknown(id.to_string())),
             Some(a) if matches!(a.state, State::Closed { .. }) => {
                 let session = a.session().map(str::to_string);
                 self.write(Record::Reopened {
@@ -218,7 +241,7 @@ impl Actions {
                 })?;
                 Ok(session)
             }
-            Some(_) => Err(format!("action {id} is not closed")),
+            Some(_) => Err(ActionError::NotClosed(id.to_string())),
         }
     }
 
@@ -265,4 +288,35 @@ impl Actions {
                 .collect(),
         }
     }
+}
+
+/// Answers `actions_list`, `item_close` and `item_reopen`: a change is replied to, then the
+/// new list goes to every client.
+pub(crate) fn handle(cx: &OpCx<'_>, op: ActionsOp) -> Result<(), OpError> {
+    let (kind, item, reason, closing) = match op {
+        ActionsOp::ActionsList => {
+            let event = cx.hub.lock().actions.event();
+            cx.reply(event);
+            return Ok(());
+        }
+        ActionsOp::ItemClose { kind, item, reason } => (kind, item, reason, true),
+        ActionsOp::ItemReopen { kind, item } => (kind, item, None, false),
+    };
+    match kind.as_str() {
+        "action" => {}
+        "question" => return Err(ActionError::NoQuestions.into()),
+        _ => return Err(ActionError::UnknownKind(kind).into()),
+    }
+    let mut inner = cx.hub.lock();
+    let reply = if closing {
+        inner.actions.close(&item, reason)?;
+        DaemonEvent::ItemClosed { item }
+    } else {
+        inner.actions.reopen(&item)?;
+        DaemonEvent::ItemReopened { item }
+    };
+    cx.reply_locked(&mut inner, reply);
+    let list = inner.actions.event();
+    cx.broadcast_list(&mut inner, list);
+    Ok(())
 }

@@ -3,28 +3,37 @@
 //! A front end (`jucode-server`) authenticates a connection with [`Hub::authenticate`], registers
 //! it with [`Hub::connect`] and from then on only passes text frames in ([`Hub::handle`]) and
 //! writes the [`Outgoing`] frames the hub queues for it. Engines are reached only through
-//! `jucode-engine`'s channels. Start reading at [`Hub::open`] and [`Hub::handle`].
+//! `jucode-engine`'s channels, and what differs between engines is what their factories
+//! declare (capabilities), never their names. Start reading at [`Hub::open`] and
+//! [`Hub::handle`] (in `router.rs`): a frame is looked up in the protocol's op table, its gate
+//! applied, and it goes to its area's module (`sessions/`, `actions`, `workspaces`,
+//! `devices/`, `mcp`), which answers through the op's context (`cx.rs`) and fails with a
+//! typed error whose text is the protocol's (`error.rs`).
 //!
 //! Invariants: a record is fsynced to its log before the op that caused it is acknowledged;
 //! replies go only to the client that asked; session events go to every client; a client that
-//! cannot keep up is disconnected rather than allowed to stall the others.
+//! cannot keep up is disconnected rather than allowed to stall the others; `router.rs` is the
+//! only match over ops.
 
 mod actions;
 mod clients;
+mod cx;
 mod devices;
+mod error;
 mod mcp;
+mod paths;
+mod router;
 mod sessions;
 mod util;
 mod workspaces;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use jucode_clock::SharedClock;
 use jucode_engine::EngineFactory;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
-use jucode_protocol::{ClientFrame, DaemonOp};
 use jucode_store::{StateDir, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -183,246 +192,6 @@ impl Hub {
         self.lock().client_gone(client);
     }
 
-    /// Handles one text frame from `client`. Replies and broadcasts are queued on the clients'
-    /// connections; nothing is returned.
-    pub async fn handle(self: &Arc<Self>, client: ClientId, text: &str) {
-        let frame = match ClientFrame::parse(text) {
-            Ok(frame) => frame,
-            Err(e) => {
-                self.reply_error(client, None, format!("invalid frame: {e}"));
-                return;
-            }
-        };
-        let id = frame.id.clone();
-        if let Err(message) = self.dispatch(client, frame).await {
-            self.reply_error(client, id, message);
-        }
-    }
-
-    async fn dispatch(
-        self: &Arc<Self>,
-        client: ClientId,
-        frame: ClientFrame,
-    ) -> Result<(), String> {
-        let Some(auth) = self.lock().clients.auth(client) else {
-            return Ok(());
-        };
-        // With or without a session: an engine's mcp_set persists to config.json and can name a
-        // program to run, so a paired device may not send it either.
-        if let (Auth::Device(_), Some(refusal)) = (&auth, DaemonOp::local_only(&frame.op)) {
-            return Err(refusal.into());
-        }
-        if !frame.is_daemon_op() {
-            return self.session_op(client, frame);
-        }
-        if let Some(done) = self.push_op(client, &auth, &frame).await {
-            return done;
-        }
-        let id = frame.id.clone();
-        let op = match DaemonOp::from_frame(&frame) {
-            None => {
-                return Err(format!("{} is not available in this daemon yet", frame.op));
-            }
-            Some(parsed) => parsed?,
-        };
-        match op {
-            DaemonOp::Ping => {
-                self.reply(client, id, DaemonEvent::Pong);
-                Ok(())
-            }
-            DaemonOp::SessionList => {
-                let event = self.lock().sessions.list_event();
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::SessionHistory { cwd } => {
-                // Engines read their own files: outside the lock, off the async threads.
-                let engines: Vec<(String, Arc<dyn EngineFactory>)> = self
-                    .config
-                    .engines
-                    .iter()
-                    .map(|(name, f)| (name.clone(), f.clone()))
-                    .collect();
-                let dir = PathBuf::from(&cwd);
-                let saved = tokio::task::spawn_blocking(move || {
-                    let mut all = Vec::new();
-                    for (name, factory) in engines {
-                        all.extend(
-                            factory
-                                .saved_conversations(&dir)
-                                .into_iter()
-                                .map(|c| (name.clone(), c)),
-                        );
-                    }
-                    all
-                })
-                .await
-                .unwrap_or_default();
-                let event = self.lock().sessions.history(&cwd, saved);
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::SessionMeta {
-                session,
-                title,
-                archived,
-                hidden,
-                group,
-            } => self.session_meta(&session, title, archived, hidden, group),
-            DaemonOp::SessionCreate {
-                cwd,
-                engine,
-                options,
-                agent,
-                chat,
-            } => self.session_create(
-                client,
-                &auth,
-                id,
-                sessions::CreateRequest {
-                    cwd,
-                    engine,
-                    options: options.unwrap_or_default(),
-                    agent,
-                    chat,
-                },
-            ),
-            DaemonOp::SessionOpen {
-                session,
-                cwd,
-                engine,
-                options,
-            } => self.session_open(
-                client,
-                &auth,
-                id,
-                sessions::OpenRequest {
-                    session,
-                    cwd,
-                    engine,
-                    options: options.unwrap_or_default(),
-                },
-            ),
-            DaemonOp::SessionClose { session } => self.session_close(&session),
-            DaemonOp::Watch { session } => self.watch(client, id, &session, true),
-            DaemonOp::Unwatch { session } => self.watch(client, id, &session, false),
-            DaemonOp::ActionsList => {
-                let event = self.lock().actions.event();
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::ItemClose { kind, item, reason } => self.item_change(
-                client,
-                id,
-                &kind,
-                &item,
-                |a| a.close(&item, reason.clone()),
-                true,
-            ),
-            DaemonOp::ItemReopen { kind, item } => self.item_change(
-                client,
-                id,
-                &kind,
-                &item,
-                |a| a.reopen(&item).map(|_| ()),
-                false,
-            ),
-            DaemonOp::Workspaces => {
-                let event = self.lock().workspaces.event();
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::WorkspacesSet { rev, workspaces } => {
-                self.workspaces_change(client, id, |w| w.set(rev, workspaces))
-            }
-            DaemonOp::ProjectAdd {
-                path,
-                workspace,
-                project_name,
-                workspace_name,
-            } => {
-                let path = self.resolve_user_path(&path)?;
-                self.workspaces_change(client, id, |w| {
-                    w.add_project(&path, workspace, project_name, workspace_name)
-                })
-            }
-            DaemonOp::ProjectCreate {
-                parent,
-                name,
-                git_init,
-                workspace,
-                workspace_name,
-            } => {
-                let path = self.make_project_dir(&parent, &name, git_init).await?;
-                self.workspaces_change(client, id, |w| {
-                    w.add_project(&path, workspace, Some(name), workspace_name)
-                })
-            }
-            DaemonOp::ProjectRemove { workspace, project } => {
-                self.workspaces_change(client, id, |w| w.remove_project(&workspace, &project))
-            }
-            DaemonOp::PairStart => {
-                let event = self.lock().devices.start_pairing()?;
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::PairLink => {
-                let event = self.pair_link_event()?;
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::DeviceList => {
-                let event = self.lock().devices.list_event();
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::DeviceRevoke { device } => {
-                let mut inner = self.lock();
-                inner.devices.revoke(&device)?;
-                for dropped in inner.clients.drop_device(&device) {
-                    inner.client_gone(dropped);
-                }
-                inner.clients.send(
-                    client,
-                    &to_value(&Reply::to(id, DaemonEvent::DeviceRevoked { device })),
-                );
-                Ok(())
-            }
-            DaemonOp::RelayStatus => {
-                let event = self.relay_status_event();
-                self.reply(client, id, event);
-                Ok(())
-            }
-            DaemonOp::RelaySet { enabled } => {
-                let event = self.relay_set(enabled)?;
-                self.reply(client, id, event);
-                Ok(())
-            }
-            // Paired devices were refused above (local_only).
-            DaemonOp::McpSet { server } => self.mcp_change(client, id, mcp::Change::set(server)?),
-            DaemonOp::McpRemove { name } => self.mcp_change(client, id, mcp::Change::remove(name)?),
-            DaemonOp::McpToggle { name, enabled } => {
-                self.mcp_change(client, id, mcp::Change::toggle(name, enabled)?)
-            }
-        }
-    }
-
-    /// Saves an MCP change to config.json, replies `mcp_saved`, then sends the op to every
-    /// open jucode session (each reconnects and answers with `mcp_servers`).
-    fn mcp_change(
-        &self,
-        client: ClientId,
-        id: Option<Value>,
-        change: mcp::Change,
-    ) -> Result<(), String> {
-        mcp::save(&self.config.home.join("config.json"), &change)?;
-        self.reply(client, id, DaemonEvent::McpSaved);
-        self.lock()
-            .sessions
-            .send_to_engine("jucode", &change.engine_op());
-        Ok(())
-    }
-
     fn relay_enabled(&self) -> bool {
         self.config.relay_url.is_some() && self.lock().settings.relay
     }
@@ -440,144 +209,42 @@ impl Hub {
     /// Asks every engine to stop and waits (bounded) for them to exit.
     pub async fn shutdown(&self) {
         let pending = self.lock().sessions.stop_all();
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(8);
-        for mut done in pending {
-            let _ = tokio::time::timeout_at(deadline, done.changed()).await;
-        }
-    }
-
-    fn reply(&self, client: ClientId, id: Option<Value>, event: DaemonEvent) {
-        let frame = to_value(&Reply::to(id, event));
-        self.lock().clients.send(client, &frame);
+        // One bound for all of them together.
+        let all_stopped = async {
+            for mut done in pending {
+                let _ = done.changed().await;
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(8), all_stopped).await;
     }
 
     /// Sends `client` an error frame (the front end's own refusals, such as binary frames).
     pub fn send_error(&self, client: ClientId, message: &str) {
         self.reply_error(client, None, message.to_string());
     }
-
-    fn reply_error(&self, client: ClientId, id: Option<Value>, message: String) {
-        let frame = to_value(&Reply::error(id, message));
-        self.lock().clients.send(client, &frame);
-    }
-
-    /// `item_close` / `item_reopen`: changes an item, replies, then broadcasts its list.
-    fn item_change(
-        &self,
-        client: ClientId,
-        id: Option<Value>,
-        kind: &str,
-        item: &str,
-        change: impl FnOnce(&mut actions::Actions) -> Result<(), String>,
-        closing: bool,
-    ) -> Result<(), String> {
-        match kind {
-            "action" => {}
-            "question" => return Err("questions are not available in this daemon yet".into()),
-            other => {
-                return Err(format!(
-                    "unknown item kind `{other}` (expected question or action)"
-                ));
-            }
-        }
-        let mut inner = self.lock();
-        change(&mut inner.actions)?;
-        let item = item.to_string();
-        let reply = if closing {
-            DaemonEvent::ItemClosed { item }
-        } else {
-            DaemonEvent::ItemReopened { item }
-        };
-        inner.clients.send(client, &to_value(&Reply::to(id, reply)));
-        let list = to_value(&Reply::to(None, inner.actions.event()));
-        inner.broadcast(&list);
-        Ok(())
-    }
-
-    /// Applies a change to the workspaces; on success the sender gets the new list as its reply
-    /// and every other client the same list as a broadcast.
-    fn workspaces_change(
-        &self,
-        client: ClientId,
-        id: Option<Value>,
-        change: impl FnOnce(&mut workspaces::Workspaces) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let mut inner = self.lock();
-        change(&mut inner.workspaces)?;
-        let event = inner.workspaces.event();
-        let broadcast = to_value(&Reply::to(None, event.clone()));
-        for dropped in inner.clients.broadcast_except(&broadcast, Some(client)) {
-            inner.client_gone(dropped);
-        }
-        inner.clients.send(client, &to_value(&Reply::to(id, event)));
-        Ok(())
-    }
-
-    /// Makes `parent/name` for `project_create` (optionally `git init`), under the user's home.
-    async fn make_project_dir(
-        &self,
-        parent: &str,
-        name: &str,
-        git_init: bool,
-    ) -> Result<PathBuf, String> {
-        let name = name.trim();
-        if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\\', '\0']) {
-            return Err(format!("{name:?} is not a folder name"));
-        }
-        let parent = self.resolve_user_path(parent)?;
-        let home = std::fs::canonicalize(&self.config.user_home)
-            .unwrap_or_else(|_| self.config.user_home.clone());
-        if !parent.starts_with(&home) {
-            return Err(format!("new projects are made under {}", home.display()));
-        }
-        let path = parent.join(name);
-        std::fs::create_dir(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        if git_init {
-            let status = tokio::process::Command::new("git")
-                .arg("init")
-                .arg("--quiet")
-                .arg(&path)
-                .status()
-                .await
-                .map_err(|e| format!("git init: {e}"))?;
-            if !status.success() {
-                return Err(format!("git init failed ({status})"));
-            }
-        }
-        Ok(path)
-    }
-
-    /// Expands `~` and makes `path` absolute and canonical; errors name the path.
-    fn resolve_user_path(&self, path: &str) -> Result<PathBuf, String> {
-        let expanded = expand_home(path, &self.config.user_home)?;
-        std::fs::canonicalize(&expanded)
-            .map_err(|e| format!("{}: {e}", expanded.display()))
-            .and_then(|p| {
-                if p.is_dir() {
-                    Ok(p)
-                } else {
-                    Err(format!("{} is not a directory", p.display()))
-                }
-            })
-    }
 }
 
-/// Expands a leading `~` to `home` and refuses relative paths and NUL bytes.
-fn expand_home(path: &str, home: &Path) -> Result<PathBuf, String> {
-    if path.contains('\0') {
-        return Err("a path cannot contain a NUL byte".into());
+impl Inner {
+    /// Queues a frame for every client, ending the watches of clients dropped as too slow.
+    pub(crate) fn broadcast(&mut self, frame: &Value) {
+        for dropped in self.clients.broadcast(frame) {
+            self.client_gone(dropped);
+        }
     }
-    let expanded = if path == "~" {
-        home.to_path_buf()
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        home.join(rest)
-    } else {
-        PathBuf::from(path)
-    };
-    if !expanded.is_absolute() {
-        return Err(format!("{path} is not an absolute path"));
+
+    /// A client left (or was dropped): its watches end, and every other client learns the
+    /// new watcher counts. Terminates: each round removes a client.
+    pub(crate) fn client_gone(&mut self, client: ClientId) {
+        self.clients.remove(client);
+        if self.sessions.unwatch_all(client) {
+            self.broadcast_sessions();
+        }
     }
-    Ok(expanded)
+
+    pub(crate) fn broadcast_sessions(&mut self) {
+        let frame = to_value(&Reply::to(None, self.sessions.list_event()));
+        self.broadcast(&frame);
+    }
 }
 
 fn to_value<T: Serialize>(value: &T) -> Value {

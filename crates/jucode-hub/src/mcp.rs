@@ -8,10 +8,46 @@
 //! unreadable for the engine.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use jucode_protocol::daemon::{DaemonEvent, McpOp};
+use jucode_store::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::cx::OpCx;
+use crate::error::{IoError, OpError};
+
+const SET_USAGE: &str = "mcp_set requires a server object";
+
+/// Why an MCP change was refused; the texts are the serve protocol's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum McpError {
+    #[error("mcp_set requires a server object")]
+    SetUsage,
+    #[error("{SET_USAGE}: {0}")]
+    BadServer(serde_json::Error),
+    #[error("invalid MCP server {name}: {why}")]
+    Invalid { name: String, why: &'static str },
+    #[error("mcp_remove requires name")]
+    RemoveUsage,
+    #[error("mcp_toggle requires name and enabled")]
+    ToggleUsage,
+    #[error("unknown MCP server: {0}")]
+    UnknownServer(String),
+    #[error("{}: the config is not a JSON object", .0.display())]
+    NotAnObject(PathBuf),
+    #[error("{}: {KEY} is not an array", .0.display())]
+    NotAList(PathBuf),
+    #[error("{}: the entry of {name} is not an object", .path.display())]
+    BadEntry { path: PathBuf, name: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error("{0}")]
+    Encode(serde_json::Error),
+}
 
 const KEY: &str = "mcp_servers";
 
@@ -48,8 +84,13 @@ enum Transport {
 }
 
 impl Server {
-    fn check(&self) -> Result<(), String> {
-        let invalid = |m: &str| Err(format!("invalid MCP server {}: {m}", self.name));
+    fn check(&self) -> Result<(), McpError> {
+        let invalid = |why: &'static str| {
+            Err(McpError::Invalid {
+                name: self.name.clone(),
+                why,
+            })
+        };
         if self.name.trim().is_empty() {
             return invalid("the name is empty");
         }
@@ -84,31 +125,38 @@ pub(crate) enum Change {
 }
 
 impl Change {
-    pub(crate) fn set(server: Option<Value>) -> Result<Change, String> {
-        const USAGE: &str = "mcp_set requires a server object";
+    pub(crate) fn set(server: Option<Value>) -> Result<Change, McpError> {
         let Some(value @ Value::Object(_)) = server else {
-            return Err(USAGE.into());
+            return Err(McpError::SetUsage);
         };
-        let server: Server = serde_json::from_value(value).map_err(|e| format!("{USAGE}: {e}"))?;
+        let server: Server = serde_json::from_value(value).map_err(McpError::BadServer)?;
         server.check()?;
         serde_json::to_value(&server)
             .map(Change::Set)
-            .map_err(|e| e.to_string())
+            .map_err(McpError::Encode)
     }
 
-    pub(crate) fn remove(name: Option<Value>) -> Result<Change, String> {
+    pub(crate) fn remove(name: Option<Value>) -> Result<Change, McpError> {
         match name {
             Some(Value::String(n)) if !n.is_empty() => Ok(Change::Remove(n)),
-            _ => Err("mcp_remove requires name".into()),
+            _ => Err(McpError::RemoveUsage),
         }
     }
 
-    pub(crate) fn toggle(name: Option<Value>, enabled: Option<Value>) -> Result<Change, String> {
+    pub(crate) fn toggle(name: Option<Value>, enabled: Option<Value>) -> Result<Change, McpError> {
         match (name, enabled) {
             (Some(Value::String(n)), Some(Value::Bool(e))) if !n.is_empty() => {
                 Ok(Change::Toggle(n, e))
             }
-            _ => Err("mcp_toggle requires name and enabled".into()),
+            _ => Err(McpError::ToggleUsage),
+        }
+    }
+
+    pub(crate) fn from_op(op: McpOp) -> Result<Change, McpError> {
+        match op {
+            McpOp::McpSet { server } => Change::set(server),
+            McpOp::McpRemove { name } => Change::remove(name),
+            McpOp::McpToggle { name, enabled } => Change::toggle(name, enabled),
         }
     }
 
@@ -135,17 +183,16 @@ impl Change {
 }
 
 /// Applies `change` to `config_path`, keeping every other key and entry as it was.
-pub(crate) fn save(config_path: &Path, change: &Change) -> Result<(), String> {
-    let shown = config_path.display();
-    let mut root = match jucode_store::read_json::<Value>(config_path).map_err(|e| e.to_string())? {
+pub(crate) fn save(config_path: &Path, change: &Change) -> Result<(), McpError> {
+    let mut root = match jucode_store::read_json::<Value>(config_path)? {
         None => Map::new(),
         Some(Value::Object(map)) => map,
-        Some(_) => return Err(format!("{shown}: the config is not a JSON object")),
+        Some(_) => return Err(McpError::NotAnObject(config_path.to_path_buf())),
     };
     let mut list = match root.get(KEY) {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(list)) => list.clone(),
-        Some(_) => return Err(format!("{shown}: {KEY} is not an array")),
+        Some(_) => return Err(McpError::NotAList(config_path.to_path_buf())),
     };
     let named = |entry: &Value, name: &str| entry.get("name").and_then(Value::as_str) == Some(name);
     match change {
@@ -159,22 +206,50 @@ pub(crate) fn save(config_path: &Path, change: &Change) -> Result<(), String> {
         Change::Remove(name) => list.retain(|e| !named(e, name)),
         Change::Toggle(name, enabled) => {
             let Some(entry) = list.iter_mut().find(|e| named(e, name)) else {
-                return Err(format!("unknown MCP server: {name}"));
+                return Err(McpError::UnknownServer(name.clone()));
             };
             match entry.as_object_mut() {
                 Some(obj) => {
                     obj.insert("enabled".into(), Value::Bool(*enabled));
                 }
-                None => return Err(format!("{shown}: the entry of {name} is not an object")),
+                None => {
+                    return Err(McpError::BadEntry {
+                        path: config_path.to_path_buf(),
+                        name: name.clone(),
+                    });
+                }
             }
         }
     }
     // `preserve_order` keeps the keys where they were; a new key goes last.
     root.insert(KEY.into(), Value::Array(list));
     if let Some(dir) = config_path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(IoError::at(dir))?;
     }
-    jucode_store::write_json_atomic(config_path, &Value::Object(root)).map_err(|e| e.to_string())
+    Ok(jucode_store::write_json_atomic(
+        config_path,
+        &Value::Object(root),
+    )?)
+}
+
+/// Without a session: saves the change to config.json, replies `mcp_saved`, then sends the op
+/// to every open session whose engine reads that file (each reconnects and answers with
+/// `mcp_servers`). Paired devices were refused by the router.
+pub(crate) fn handle(cx: &OpCx<'_>, op: McpOp) -> Result<(), OpError> {
+    let change = Change::from_op(op)?;
+    let hub = cx.hub;
+    save(&hub.config.home.join("config.json"), &change)?;
+    cx.reply(DaemonEvent::McpSaved);
+    let reads_config = |engine: &str| {
+        hub.config
+            .engines
+            .get(engine)
+            .is_some_and(|f| f.reads_mcp_config())
+    };
+    hub.lock()
+        .sessions
+        .send_where(reads_config, &change.engine_op());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -186,20 +261,23 @@ mod tests {
     #[test]
     fn ops_are_checked_with_the_serve_protocol_texts() {
         assert_eq!(
-            Change::set(None).unwrap_err(),
+            Change::set(None).unwrap_err().to_string(),
             "mcp_set requires a server object"
         );
         assert_eq!(
-            Change::set(Some(json!("x"))).unwrap_err(),
+            Change::set(Some(json!("x"))).unwrap_err().to_string(),
             "mcp_set requires a server object"
         );
         assert!(
             Change::set(Some(json!({"name":"a","transport":"ftp"})))
                 .unwrap_err()
+                .to_string()
                 .starts_with("mcp_set requires a server object: ")
         );
         assert_eq!(
-            Change::set(Some(json!({"name":"a","transport":"stdio"}))).unwrap_err(),
+            Change::set(Some(json!({"name":"a","transport":"stdio"})))
+                .unwrap_err()
+                .to_string(),
             "invalid MCP server a: a stdio server needs a command"
         );
         assert!(
@@ -215,11 +293,13 @@ mod tests {
             .is_err()
         );
         assert_eq!(
-            Change::remove(Some(json!(""))).unwrap_err(),
+            Change::remove(Some(json!(""))).unwrap_err().to_string(),
             "mcp_remove requires name"
         );
         assert_eq!(
-            Change::toggle(Some(json!("a")), Some(json!("yes"))).unwrap_err(),
+            Change::toggle(Some(json!("a")), Some(json!("yes")))
+                .unwrap_err()
+                .to_string(),
             "mcp_toggle requires name and enabled"
         );
     }
@@ -258,11 +338,18 @@ mod tests {
         let value: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert_eq!(value["mcp_servers"].as_array().unwrap().len(), 1);
         assert_eq!(
-            save(&path, &Change::Toggle("gone".into(), true)).unwrap_err(),
+            save(&path, &Change::Toggle("gone".into(), true))
+                .unwrap_err()
+                .to_string(),
             "unknown MCP server: gone"
         );
         std::fs::write(&path, "[1]").unwrap();
-        assert!(save(&path, &set).unwrap_err().contains("not a JSON object"));
+        assert!(
+            save(&path, &set)
+                .unwrap_err()
+                .to_string()
+                .contains("not a JSON object")
+        );
     }
 
     #[test]

@@ -3,15 +3,19 @@
 //!
 //! Pure data: serde types and parsing rules, no async runtime and no IO. Start with
 //! [`ClientFrame::parse`], which splits a client's JSON frame into its envelope (`op`, `id`,
-//! `session`) and fields, and [`DaemonOp`], the typed ops the daemon answers itself. Everything
+//! `session`) and fields, then [`daemon::ops::OPS`], the op table (area, gate, session use),
+//! and [`DaemonOp`], the typed ops the daemon answers itself, one enum per area. Everything
 //! an engine emits is a [`serve::Event`]: a JSON object the daemon forwards unchanged with
 //! `session` added, and reads through the typed views in [`serve`] where it has to interpret it.
+//! With the `schema` feature, `schema` builds the JSON Schemas of every frame from these types.
 
 pub mod daemon;
 pub mod mode;
+#[cfg(feature = "schema")]
+pub mod schema;
 pub mod serve;
 
-pub use daemon::{ClientFrame, DaemonOp, FrameError};
+pub use daemon::{ClientFrame, DaemonOp, FrameError, InvalidFrame};
 pub use mode::ApprovalMode;
 
 /// The protocol version the daemon speaks; a client that does not speak it must disconnect.

@@ -67,6 +67,7 @@ pub const STATE_EVENTS: &[&str] = &[
 
 /// Hunk of a proposed file edit in an `approval_request`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Hunk {
     pub id: String,
     pub file: String,
@@ -76,6 +77,7 @@ pub struct Hunk {
 
 /// One item of a `transcript` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum TranscriptItem {
     User {
@@ -97,6 +99,7 @@ pub enum TranscriptItem {
 
 /// The serve v2 events the daemon interprets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Known {
     Startup {
@@ -162,6 +165,7 @@ pub enum Known {
 
 /// Serve v2 client ops (the daemon adds `session` and `id` around them).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Op {
     UserMessage {
@@ -209,6 +213,7 @@ pub enum Op {
 
 /// An answer to an approval or a deferred action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     Allow,

@@ -6,7 +6,7 @@
 //! streams with the binary framing of [`frame`], and runs each stream as a
 //! `Noise_IK_25519_ChaChaPoly_SHA256` responder ([`noise`]) that then behaves like a device's
 //! local WebSocket, driven through the hub's transport-free API. [`client`] is the other end (a
-//! phone, in tests and benchmarks); [`push`] sends notifications through the relay; [`bench`]
+//! phone, in tests and benchmarks); [`push`] sends notifications through the relay; [`mod@bench`]
 //! measures stream throughput and latency through a relay next to raw ChaCha20-Poly1305.
 //!
 //! The relay server itself is `jucode-relay-server`; this crate holds what both sides share

@@ -1,6 +1,8 @@
 //! `cargo xtask conformance`: replays `fixtures/conformance/*.jsonl` against the built daemon.
-//! The fixture format is documented in `fixtures/README.md`.
+//! The fixture format is documented in `fixtures/README.md`. Every frame sent and received is
+//! checked against `docs/schema/` ([`checked`]).
 
+mod checked;
 mod client;
 mod pattern;
 
@@ -15,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::daemon::{self, Bins, Daemon, Homes};
+use crate::schema::Validators;
 use client::{Client, Connected, Incoming, TokenVia};
 use pattern::Vars;
 
@@ -68,6 +71,7 @@ async fn run_all(options: Options) -> Result<bool> {
         daemon::build(false).await?;
     }
     let bins = Bins::of_profile("debug")?;
+    let schemas = Arc::new(Validators::load(&daemon::workspace_root()?)?);
     let files = fixture_files(options.filter.as_deref())?;
     if files.is_empty() {
         bail!(
@@ -80,11 +84,14 @@ async fn run_all(options: Options) -> Result<bool> {
     for path in files {
         let gate = gate.clone();
         let bins = bins.clone();
+        let schemas = schemas.clone();
         tasks.spawn(async move {
             let _permit = gate.acquire_owned().await;
             let name = fixture_name(&path);
             let result =
-                match tokio::time::timeout(FIXTURE_TIMEOUT, run_fixture(&bins, &path)).await {
+                match tokio::time::timeout(FIXTURE_TIMEOUT, run_fixture(&bins, schemas, &path))
+                    .await
+                {
                     Ok(result) => result,
                     Err(_) => Err(format!("timed out after {FIXTURE_TIMEOUT:?}")),
                 };
@@ -122,8 +129,8 @@ const ACTIONS: &[(&str, &[&str])] = &[
         &["token", "via", "expect_status", "expect_text", "batch"],
     ),
     ("close", &[]),
-    ("send", &["client"]),
-    ("send_text", &["client"]),
+    ("send", &["client", "off_schema"]),
+    ("send_text", &["client", "off_schema"]),
     ("send_binary", &["client"]),
     ("send_oversized", &["client"]),
     ("expect", &["client", "skip", "timeout"]),
@@ -182,10 +189,10 @@ fn parse_fixture(text: &str) -> Result<Vec<Step>, String> {
     Ok(steps)
 }
 
-async fn run_fixture(bins: &Bins, path: &Path) -> Result<(), String> {
+async fn run_fixture(bins: &Bins, schemas: Arc<Validators>, path: &Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let steps = parse_fixture(&text)?;
-    let mut runner = Runner::start(bins)
+    let mut runner = Runner::start(bins, schemas)
         .await
         .map_err(|e| format!("setup: {e:#}"))?;
     for (i, step) in steps.iter().enumerate() {
@@ -194,8 +201,10 @@ async fn run_fixture(bins: &Bins, path: &Path) -> Result<(), String> {
             return Err(format!("step {} (line {}): {why}{log}", i + 1, step.line));
         }
     }
-    runner.finish().await;
-    Ok(())
+    runner
+        .finish()
+        .await
+        .map_err(|why| format!("after the last step: {why}"))
 }
 
 /// A named client of a fixture, with what it needs to reconnect after a restart.
@@ -220,12 +229,13 @@ struct Runner {
     clients: BTreeMap<String, Conn>,
     vars: Vars,
     ignore: Vec<String>,
+    schemas: Arc<Validators>,
 }
 
 type StepResult = Result<(), String>;
 
 impl Runner {
-    async fn start(bins: &Bins) -> Result<Runner> {
+    async fn start(bins: &Bins, schemas: Arc<Validators>) -> Result<Runner> {
         let tmp = tempfile::Builder::new().prefix("jucode-conf-").tempdir()?;
         // Canonical, since the daemon canonicalizes the paths it reports.
         let root = std::fs::canonicalize(tmp.path())?;
@@ -245,6 +255,7 @@ impl Runner {
             clients: BTreeMap::new(),
             vars: Vars::new(),
             ignore: Vec::new(),
+            schemas,
         };
         let h = &runner.homes;
         let builtins = [
@@ -269,13 +280,21 @@ impl Runner {
         self.vars.insert("port".into(), json!(addr.port()));
     }
 
-    async fn finish(mut self) {
-        for (_, conn) in std::mem::take(&mut self.clients) {
-            if let Some(client) = conn.client {
+    /// Closes every client and stops the daemon; frames still queued are checked first.
+    async fn finish(mut self) -> StepResult {
+        let mut outcome = Ok(());
+        for (name, conn) in std::mem::take(&mut self.clients) {
+            if let Some(mut client) = conn.client {
+                while let Ok(item) = client.rx.try_recv() {
+                    if outcome.is_ok() {
+                        outcome = checked::received(&self.schemas, &name, &item);
+                    }
+                }
                 client.close().await;
             }
         }
         let _ = self.daemon.stop().await;
+        outcome
     }
 
     /// The end of the daemon's log, for failure messages.
@@ -328,6 +347,14 @@ impl Runner {
         Ok(Skip::Types(types))
     }
 
+    fn off_schema(step: &Step) -> Result<bool, String> {
+        match step.value.get("off_schema") {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(other) => Err(format!("off_schema is true or false, not {other}")),
+        }
+    }
+
     fn timeout_of(step: &Step) -> Duration {
         let ms = step
             .value
@@ -354,14 +381,17 @@ impl Runner {
         } else if v.contains_key("send") {
             let frame = self.field(step, "send", false)?.unwrap_or_default();
             let name = Self::client_name(step)?;
+            let text = frame.to_string();
+            checked::sent(&self.schemas, &text, Self::off_schema(step)?)?;
             self.live(&name)?
-                .send_text(frame.to_string())
+                .send_text(text)
                 .await
                 .map_err(|e| format!("{e:#}"))
         } else if v.contains_key("send_text") {
             let text = self.field(step, "send_text", false)?.unwrap_or_default();
             let text = text.as_str().ok_or("send_text takes a string")?.to_string();
             let name = Self::client_name(step)?;
+            checked::sent(&self.schemas, &text, Self::off_schema(step)?)?;
             self.live(&name)?
                 .send_text(text)
                 .await
@@ -533,7 +563,11 @@ impl Runner {
             .client
             .as_mut()
             .ok_or_else(|| format!("client {name:?} is not connected"))?;
-        Ok(recv_until(&mut client.rx, deadline).await)
+        let item = recv_until(&mut client.rx, deadline).await;
+        if let Some(item) = &item {
+            checked::received(&self.schemas, name, item)?;
+        }
+        Ok(item)
     }
 
     /// Matches and, on success, keeps the captures.
@@ -924,5 +958,13 @@ mod tests {
         assert!(parse_fixture("{\"expect\":{},\"skp\":[]}").is_err());
         assert!(parse_fixture("{\"what\":1}").is_err());
         assert!(parse_fixture("[1]").is_err());
+    }
+
+    #[test]
+    fn only_sends_take_the_off_schema_mark() {
+        assert!(parse_fixture("{\"send\":{\"id\":1},\"off_schema\":true}").is_ok());
+        assert!(parse_fixture("{\"send_text\":\"x\",\"off_schema\":true}").is_ok());
+        assert!(parse_fixture("{\"expect\":{},\"off_schema\":true}").is_err());
+        assert!(parse_fixture("{\"send_binary\":\"x\",\"off_schema\":true}").is_err());
     }
 }

@@ -1,0 +1,74 @@
+//! Frame → its row in the op table → the row's gate → its area's handler. This is the only
+//! place that picks a handler for an op; an area never matches another area's ops.
+
+use std::sync::Arc;
+
+use jucode_protocol::daemon::{BasicsOp, DaemonEvent, Reply};
+use jucode_protocol::{ClientFrame, DaemonOp};
+
+use crate::cx::OpCx;
+use crate::error::OpError;
+use crate::{ClientId, Hub, actions, devices, mcp, sessions, to_value, workspaces};
+
+impl Hub {
+    /// Handles one text frame from `client`. Replies and broadcasts are queued on the clients'
+    /// connections; nothing is returned. Every error is answered with the frame's `id` when it
+    /// had one.
+    pub async fn handle(self: &Arc<Self>, client: ClientId, text: &str) {
+        let frame = match ClientFrame::parse(text) {
+            Ok(frame) => frame,
+            Err(e) => {
+                self.reply_error(client, e.id.clone(), e.to_string());
+                return;
+            }
+        };
+        let Some(auth) = self.lock().clients.auth(client) else {
+            return;
+        };
+        let cx = OpCx {
+            hub: self,
+            client,
+            auth,
+            id: frame.id.clone(),
+        };
+        if let Err(e) = route(&cx, frame).await {
+            self.reply_error(client, cx.id.clone(), e.to_string());
+        }
+    }
+
+    pub(crate) fn reply_error(
+        &self,
+        client: ClientId,
+        id: Option<serde_json::Value>,
+        message: String,
+    ) {
+        let frame = to_value(&Reply::error(id, message));
+        self.lock().clients.send(client, &frame);
+    }
+}
+
+async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
+    // The gate holds with a session too: an engine's mcp_set persists to config.json and can
+    // name a program to run.
+    if let Some(refusal) = frame.spec().and_then(|s| s.refusal(cx.is_device())) {
+        return Err(OpError::Refused(refusal));
+    }
+    if !frame.is_daemon_op() {
+        return sessions::forward(cx, frame);
+    }
+    let Some(op) = DaemonOp::from_frame(&frame) else {
+        return Err(OpError::NotBuilt(frame.op));
+    };
+    match op? {
+        DaemonOp::Basics(BasicsOp::Ping) => {
+            cx.reply(DaemonEvent::Pong);
+            Ok(())
+        }
+        DaemonOp::Sessions(op) => sessions::handle(cx, op).await,
+        DaemonOp::Actions(op) => actions::handle(cx, op),
+        DaemonOp::Workspaces(op) => workspaces::handle(cx, op).await,
+        DaemonOp::Devices(op) => devices::handle(cx, op),
+        DaemonOp::Push(op) => devices::push::handle(cx, op).await,
+        DaemonOp::Mcp(op) => mcp::handle(cx, op),
+    }
+}

@@ -1,0 +1,271 @@
+//! Starting a session's engine and the pump that carries its events: state kept for
+//! snapshots, titles and deferred actions recorded, then every event broadcast.
+
+use std::sync::Arc;
+
+use jucode_engine::{EngineOutput, StartSpec};
+use jucode_protocol::Object;
+use jucode_protocol::daemon::limits::TITLE_CHARS;
+use jucode_protocol::daemon::{DaemonEvent, Reply};
+use jucode_protocol::serve::{Event, TranscriptItem};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{Record, Running, SessionError, View, set_attended, title_from};
+use crate::{Hub, Inner, to_value};
+
+impl Hub {
+    /// Starts `session`'s engine and the task that carries its events. The caller holds the
+    /// lock and has checked the session exists and is not running. `transcript` is the
+    /// conversation so far when the caller read it from the engine's saved copy.
+    pub(super) fn start_engine(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        session: &str,
+        options: Object,
+        resume: bool,
+        transcript: Option<Vec<TranscriptItem>>,
+    ) -> Result<(), SessionError> {
+        let (engine, cwd, chat) = {
+            let s = inner.sessions.get(session)?;
+            (s.engine.clone(), s.cwd.clone(), s.chat)
+        };
+        let factory = self.engine_factory(&engine)?;
+        let mut options = options;
+        if chat {
+            options.insert("chat".into(), Value::Bool(true));
+        }
+        let extra_dirs = inner.workspaces.dirs_for(&cwd);
+        let handle = factory.start(StartSpec {
+            session: session.to_string(),
+            cwd,
+            extra_dirs,
+            options,
+            resume,
+        })?;
+        inner.sessions.next_generation += 1;
+        let generation = inner.sessions.next_generation;
+        let (done, _) = watch::channel(false);
+        if let Some(s) = inner.sessions.map.get_mut(session) {
+            // Engines start attended; a session nobody watches must defer instead of asking.
+            let attended = !s.watchers.is_empty();
+            let _ = handle.ops.send(set_attended(attended));
+            s.running = Some(Running {
+                ops: handle.ops,
+                generation,
+                done,
+            });
+            s.busy = false;
+            s.view = transcript.map(View::with_transcript).unwrap_or_default();
+        }
+        let hub = self.clone();
+        let mut id = session.to_string();
+        let mut events = handle.events;
+        tokio::spawn(async move {
+            let mut exited = false;
+            while let Some(output) = events.recv().await {
+                exited = matches!(output, EngineOutput::Exited { .. });
+                if let Some(named) = hub.on_engine(&id, generation, output) {
+                    id = named;
+                }
+                if exited {
+                    break;
+                }
+            }
+            if !exited {
+                hub.on_engine(
+                    &id,
+                    generation,
+                    EngineOutput::Exited {
+                        error: Some("the engine stopped without a word".into()),
+                    },
+                );
+            }
+        });
+        Ok(())
+    }
+
+    /// A new session of an engine that names its sessions takes the id its first `startup`
+    /// gives, before anything of it is forwarded. Returns the new id.
+    fn take_engine_name(&self, inner: &mut Inner, session: &str, event: &Event) -> Option<String> {
+        let s = inner.sessions.map.get(session)?;
+        if event.kind() != "startup" || s.created.is_none() {
+            return None;
+        }
+        if !self
+            .engine_factory(&s.engine)
+            .is_ok_and(|f| f.names_its_session())
+        {
+            return None;
+        }
+        let named = event
+            .str("session_id")
+            .filter(|n| *n != session && super::ops::is_session_id(n))?
+            .to_string();
+        if inner.sessions.map.contains_key(&named) {
+            tracing::warn!(session, "the engine named it {named}, which is taken");
+            return None;
+        }
+        let record = Record::Renamed {
+            session: session.to_string(),
+            to: named.clone(),
+            at: self.config.clock.now_ms(),
+        };
+        if let Err(e) = inner.sessions.append(&record) {
+            tracing::error!("{e}");
+            return None;
+        }
+        let mut s = inner.sessions.map.remove(session)?;
+        s.id = named.clone();
+        inner.sessions.map.insert(named.clone(), s);
+        Some(named)
+    }
+
+    /// Everything an engine emits passes here: state kept for snapshots, then broadcast.
+    /// Returns the session's new id when the engine named it.
+    fn on_engine(&self, session: &str, generation: u64, output: EngineOutput) -> Option<String> {
+        let mut inner = self.lock();
+        let shutting_down = inner.sessions.shutting_down;
+        let current = inner
+            .sessions
+            .map
+            .get(session)
+            .and_then(|s| s.running.as_ref())
+            .map(|r| r.generation);
+        if current != Some(generation) {
+            return None;
+        }
+        let named = match &output {
+            EngineOutput::Event(event) => self.take_engine_name(&mut inner, session, event),
+            EngineOutput::Exited { .. } => None,
+        };
+        let session = named.as_deref().unwrap_or(session);
+        let Some(s) = inner.sessions.map.get_mut(session) else {
+            return named;
+        };
+        match output {
+            EngineOutput::Event(event) => {
+                let created = match event.kind() {
+                    "startup" => s.created.take(),
+                    _ => None,
+                };
+                let was_busy = s.busy;
+                // A transcript the view (and so every snapshot) already holds is not news.
+                let mut forward = !s.view.repeats(&event);
+                s.view.apply(&event);
+                let mut title = None;
+                match event.kind() {
+                    "user_message" => {
+                        s.busy = true;
+                        s.updated_at = self.config.clock.now_ms();
+                        if s.client_title.is_none() && s.auto_title.is_none() {
+                            title = event.str("content").and_then(title_from);
+                        }
+                    }
+                    "connecting" => s.busy = true,
+                    _ if event.is_ready() => {
+                        s.busy = false;
+                        s.updated_at = self.config.clock.now_ms();
+                    }
+                    _ => {}
+                }
+                // A title the engine's title model chose replaces the first-message one; a
+                // title a client set is never replaced, so the engine's is not even shown.
+                if event.kind() == "session_title" {
+                    if s.client_title.is_some() {
+                        forward = false;
+                    } else {
+                        title = event
+                            .str("title")
+                            .map(str::trim)
+                            .filter(|t| !t.is_empty())
+                            .map(|t| t.chars().take(TITLE_CHARS).collect());
+                    }
+                }
+                let changed = was_busy != s.busy || title.is_some();
+                if let Some(title) = &title {
+                    s.auto_title = Some(title.clone());
+                }
+                if let Some(title) = title {
+                    let record = Record::Title {
+                        session: session.to_string(),
+                        title,
+                        at: self.config.clock.now_ms(),
+                    };
+                    if let Err(e) = inner.sessions.append(&record) {
+                        tracing::error!("{e}");
+                    }
+                }
+                let actions_changed = match event.kind() {
+                    "action_deferred" => inner.actions.deferred(&event.0, session),
+                    "action_decided" => inner.actions.decided_by_engine(&event.0),
+                    _ => Ok(false),
+                }
+                .unwrap_or_else(|e| {
+                    tracing::error!("{e}");
+                    false
+                });
+                if let Some((client, id)) = created {
+                    let session = session.to_string();
+                    let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
+                    inner.clients.send(client, &reply);
+                }
+                if forward {
+                    let frame = Value::Object(event.with_session(session).0);
+                    inner.broadcast(&frame);
+                }
+                if changed || named.is_some() {
+                    inner.broadcast_sessions();
+                }
+                if actions_changed {
+                    let list = to_value(&Reply::to(None, inner.actions.event()));
+                    inner.broadcast(&list);
+                }
+            }
+            EngineOutput::Exited { error } => {
+                let running = s.running.take();
+                let created = s.created.take();
+                s.busy = false;
+                s.watchers.clear();
+                if let Some((client, id)) = created {
+                    let why = error.as_deref().unwrap_or("it stopped");
+                    let reply = to_value(&Reply::error(
+                        id,
+                        format!("the session could not be opened: {why}"),
+                    ));
+                    inner.clients.send(client, &reply);
+                }
+                if let Some(error) = &error {
+                    tracing::warn!(session, "engine stopped: {error}");
+                    let frame = json!({
+                        "type": "error",
+                        "session": session,
+                        "message": format!("the engine stopped: {error}"),
+                    });
+                    inner.broadcast(&frame);
+                }
+                if !shutting_down {
+                    let record = Record::Close {
+                        session: session.to_string(),
+                        at: self.config.clock.now_ms(),
+                    };
+                    if let Err(e) = inner.sessions.append(&record) {
+                        tracing::error!("{e}");
+                    }
+                }
+                let closed = to_value(&Reply::to(
+                    None,
+                    DaemonEvent::SessionClosed {
+                        session: session.to_string(),
+                    },
+                ));
+                inner.broadcast(&closed);
+                inner.broadcast_sessions();
+                if let Some(running) = running {
+                    let _ = running.done.send(true);
+                }
+            }
+        }
+        named
+    }
+}

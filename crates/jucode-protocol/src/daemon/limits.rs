@@ -1,0 +1,74 @@
+//! Length limits on the free text a client sends, checked when a frame is read.
+//!
+//! A frame may be up to the transport's size limit, but text the daemon keeps (in its logs,
+//! in lists it sends every client) is bounded much lower, so one client cannot make every
+//! connect batch huge. Characters are Unicode scalar values; bytes are of the JSON text.
+
+use serde::Serialize;
+
+/// A session title a client sets (`session_meta`); the engine's own titles are cut to it too.
+pub const TITLE_CHARS: usize = 200;
+/// Workspace and project names (`project_add`, `project_create`, `workspaces_set`).
+pub const NAME_CHARS: usize = 200;
+/// The reason given when closing an item (`item_close`).
+pub const REASON_CHARS: usize = 2000;
+/// A path a client names (`cwd`, `path`, `parent`).
+pub const PATH_BYTES: usize = 4096;
+/// A session's `group` (`session_meta`), as JSON.
+pub const GROUP_BYTES: usize = 1024;
+/// Engine `options` (`session_create`, `session_open`), as JSON.
+pub const OPTIONS_BYTES: usize = 64 * 1024;
+/// One MCP server entry (`mcp_set`), as JSON.
+pub const MCP_SERVER_BYTES: usize = 64 * 1024;
+
+/// A field over its limit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} is longer than {max} {unit}")]
+pub struct TooLong {
+    pub field: &'static str,
+    pub max: usize,
+    pub unit: &'static str,
+}
+
+/// Checks a text field against a limit in characters.
+pub fn chars(field: &'static str, text: Option<&str>, max: usize) -> Result<(), TooLong> {
+    match text {
+        Some(text) if text.chars().count() > max => Err(TooLong {
+            field,
+            max,
+            unit: "characters",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a field against a limit in bytes of UTF-8 text.
+pub fn bytes(field: &'static str, text: Option<&str>, max: usize) -> Result<(), TooLong> {
+    match text {
+        Some(text) if text.len() > max => Err(TooLong {
+            field,
+            max,
+            unit: "bytes",
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a JSON value against a limit in bytes of its JSON text.
+pub fn json<T: Serialize>(
+    field: &'static str,
+    value: Option<&T>,
+    max: usize,
+) -> Result<(), TooLong> {
+    let len = value
+        .and_then(|v| serde_json::to_string(v).ok())
+        .map_or(0, |t| t.len());
+    if len > max {
+        return Err(TooLong {
+            field,
+            max,
+            unit: "bytes",
+        });
+    }
+    Ok(())
+}

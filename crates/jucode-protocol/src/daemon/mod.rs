@@ -1,0 +1,313 @@
+//! Frames between daemon clients (desktop, phone, web page) and the daemon.
+//!
+//! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
+//! module ([`sessions`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`]).
+//! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
+//! the daemon itself sends.
+
+pub mod actions;
+pub mod basics;
+pub mod devices;
+pub mod limits;
+pub mod mcp;
+pub mod ops;
+pub mod push;
+pub mod sessions;
+pub mod workspaces;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::Object;
+
+pub use actions::ActionsOp;
+pub use basics::BasicsOp;
+pub use devices::{DeviceInfo, DevicesOp};
+pub use mcp::McpOp;
+pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
+pub use push::{PushOp, PushResult};
+pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
+pub use workspaces::{Project, Workspace, WorkspacesOp};
+
+/// A client frame split into its envelope and the rest.
+///
+/// `id` is any JSON value and is echoed on the reply; `session` names the hosted session an op
+/// belongs to. `fields` is the whole frame object (envelope included), so a session op can be
+/// forwarded to its engine as it came.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientFrame {
+    pub op: String,
+    pub id: Option<Value>,
+    pub session: Option<String>,
+    pub fields: Object,
+}
+
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FrameError {
+    #[error("{0}")]
+    Json(String),
+    #[error("a frame must be a JSON object")]
+    NotAnObject,
+    #[error("a frame needs an op string")]
+    NoOp,
+    #[error("session must be a string")]
+    SessionNotString,
+}
+
+/// A frame the daemon cannot read, with the `id` it carried when it was an object with one
+/// (so the error reply can still name its request). Displays as the error message sent.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("invalid frame: {reason}")]
+pub struct InvalidFrame {
+    pub id: Option<Value>,
+    pub reason: FrameError,
+}
+
+impl ClientFrame {
+    /// Parses one WebSocket text message.
+    pub fn parse(text: &str) -> Result<ClientFrame, InvalidFrame> {
+        let value: Value = serde_json::from_str(text).map_err(|e| InvalidFrame {
+            id: None,
+            reason: FrameError::Json(e.to_string()),
+        })?;
+        let Value::Object(fields) = value else {
+            return Err(InvalidFrame {
+                id: None,
+                reason: FrameError::NotAnObject,
+            });
+        };
+        let id = fields.get("id").filter(|v| !v.is_null()).cloned();
+        let fail = |reason| InvalidFrame {
+            id: id.clone(),
+            reason,
+        };
+        let op = match fields.get("op") {
+            Some(Value::String(op)) if !op.is_empty() => op.clone(),
+            _ => return Err(fail(FrameError::NoOp)),
+        };
+        let session = match fields.get("session") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(fail(FrameError::SessionNotString)),
+        };
+        Ok(ClientFrame {
+            op,
+            id,
+            session,
+            fields,
+        })
+    }
+
+    /// The op table's row for this frame's op, whether or not the daemon answers it here.
+    pub fn spec(&self) -> Option<&'static OpSpec> {
+        ops::spec(&self.op)
+    }
+
+    /// Whether the daemon answers this op itself rather than forwarding it to a session.
+    pub fn is_daemon_op(&self) -> bool {
+        ops::daemon_spec(&self.op, self.session.is_some()).is_some()
+    }
+
+    /// The frame as it goes to the session's engine: the envelope fields the engine does not
+    /// know (`id`, `session`) removed.
+    pub fn engine_op(&self) -> Object {
+        let mut op = self.fields.clone();
+        op.remove("id");
+        op.remove("session");
+        op
+    }
+}
+
+/// Whether `op` is answered by the daemon itself.
+pub fn is_daemon_op(op: &str, has_session: bool) -> bool {
+    ops::daemon_spec(op, has_session).is_some()
+}
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(Value::Null)`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A daemon op read from a frame: the typed op of its area.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DaemonOp {
+    Basics(BasicsOp),
+    Sessions(SessionsOp),
+    Actions(ActionsOp),
+    Workspaces(WorkspacesOp),
+    Devices(DevicesOp),
+    Push(PushOp),
+    Mcp(McpOp),
+}
+
+/// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op}: {message}")]
+pub struct OpParseError {
+    pub op: String,
+    pub message: String,
+}
+
+impl DaemonOp {
+    /// Reads the typed op from a frame. `None` when the op table has no implemented row for
+    /// `frame.op` in an area with typed ops (the daemon then answers that the feature is not
+    /// available); `Some(Err)` names what is wrong with the fields, or which is too long.
+    pub fn from_frame(frame: &ClientFrame) -> Option<Result<DaemonOp, OpParseError>> {
+        let spec = frame.spec().filter(|s| s.implemented)?;
+        let fields = Value::Object(frame.fields.clone());
+        let fail = |message: String| OpParseError {
+            op: frame.op.clone(),
+            message,
+        };
+        fn read<T: serde::de::DeserializeOwned>(fields: Value) -> Result<T, String> {
+            serde_json::from_value(fields).map_err(|e| e.to_string())
+        }
+        let parsed = match spec.area {
+            Area::Basics => read(fields).map(DaemonOp::Basics),
+            Area::Sessions => read(fields).map(DaemonOp::Sessions),
+            Area::Actions => read(fields).map(DaemonOp::Actions),
+            Area::Workspaces => read(fields).map(DaemonOp::Workspaces),
+            Area::Devices => read(fields).map(DaemonOp::Devices),
+            Area::Push => read(fields).map(DaemonOp::Push),
+            Area::Mcp => read(fields).map(DaemonOp::Mcp),
+            _ => return None,
+        };
+        Some(parsed.map_err(fail).and_then(|op| {
+            op.check_limits()
+                .map(|()| op)
+                .map_err(|e| fail(e.to_string()))
+        }))
+    }
+
+    fn check_limits(&self) -> Result<(), limits::TooLong> {
+        match self {
+            DaemonOp::Sessions(op) => op.check_limits(),
+            DaemonOp::Actions(op) => op.check_limits(),
+            DaemonOp::Workspaces(op) => op.check_limits(),
+            DaemonOp::Mcp(op) => op.check_limits(),
+            DaemonOp::Basics(_) | DaemonOp::Devices(_) | DaemonOp::Push(_) => Ok(()),
+        }
+    }
+}
+
+/// Frames the daemon itself sends (replies and broadcasts). Session events are engine frames
+/// (see [`crate::serve`]) and are not in this enum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum DaemonEvent {
+    Hello {
+        protocol: u64,
+        version: String,
+    },
+    Pong,
+    Error {
+        message: String,
+    },
+    Sessions {
+        sessions: Vec<SessionInfo>,
+    },
+    SessionHistory {
+        cwd: String,
+        sessions: Vec<HistoryRow>,
+    },
+    SessionCreated {
+        session: String,
+    },
+    SessionOpened {
+        session: String,
+    },
+    SessionClosed {
+        session: String,
+    },
+    Watching {
+        session: String,
+        watching: bool,
+    },
+    Workspaces {
+        rev: u64,
+        workspaces: Vec<Workspace>,
+    },
+    Agents {
+        agents: Vec<Value>,
+    },
+    Schedules {
+        schedules: Vec<Value>,
+    },
+    Questions {
+        questions: Vec<Value>,
+        closed: Vec<Value>,
+    },
+    Actions {
+        actions: Vec<Value>,
+        closed: Vec<Value>,
+    },
+    Dispatches {
+        dispatches: Vec<Value>,
+    },
+    Requirements {
+        requirements: Vec<Value>,
+    },
+    Pairing {
+        code: String,
+        expires_at: u64,
+    },
+    PairLink {
+        link: String,
+        code: String,
+        expires_at: u64,
+    },
+    Devices {
+        devices: Vec<DeviceInfo>,
+    },
+    DeviceRevoked {
+        device: String,
+    },
+    RelayStatus {
+        enabled: bool,
+        connected: bool,
+        host: Option<String>,
+        url: Option<String>,
+    },
+    ItemClosed {
+        item: String,
+    },
+    ItemReopened {
+        item: String,
+    },
+    /// `mcp_set` / `mcp_remove` / `mcp_toggle` without a session: config.json is saved.
+    McpSaved,
+    PushSubscribed,
+    PushUnsubscribed,
+    PushTested {
+        results: Vec<PushResult>,
+    },
+}
+
+/// A frame on its way to a client: a daemon event, with the request id when it is a reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    #[serde(flatten)]
+    pub event: DaemonEvent,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<Value>,
+}
+
+impl Reply {
+    pub fn to(id: Option<Value>, event: DaemonEvent) -> Reply {
+        Reply { event, id }
+    }
+
+    pub fn error(id: Option<Value>, message: impl Into<String>) -> Reply {
+        Reply {
+            event: DaemonEvent::Error {
+                message: message.into(),
+            },
+            id,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
