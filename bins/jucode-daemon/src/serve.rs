@@ -29,9 +29,12 @@ fn emit(value: &Value) -> Result<()> {
 
 /// A new session id from the clock and the process id: unique enough for one machine.
 fn new_session_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
+    use jucode_clock::Clock as _;
+    // A one-shot command started outside any hub: the system clock.
+    let nanos = jucode_clock::SystemClock::new()
+        .now()
+        .as_nanosecond()
+        .max(0);
     format!("serve-{nanos:x}-{:x}", std::process::id())
 }
 

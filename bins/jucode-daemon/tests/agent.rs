@@ -699,16 +699,9 @@ fn jucode_sandbox_missing() -> bool {
 
 // ---- MCP ----------------------------------------------------------------------------
 
-/// The test MCP server `jucode-mcp-echo`, built next to the daemon.
+/// The test MCP server `jucode-mcp-echo`, built on first use.
 fn echo_bin() -> PathBuf {
-    let daemon = jucode_testsupport::daemon_bin().unwrap();
-    let bin = daemon.with_file_name("jucode-mcp-echo");
-    assert!(
-        bin.is_file(),
-        "{} is not built: run `cargo build -p jucode-mcp-testserver`",
-        bin.display()
-    );
-    bin
+    jucode_testsupport::build_bin("jucode-mcp-echo", "jucode-mcp-testserver").unwrap()
 }
 
 fn with_servers(fake: &FakeModel, servers: Value) -> Value {

@@ -121,20 +121,7 @@ async fn the_connect_batch_comes_in_order() {
         .iter()
         .filter_map(|f| f["type"].as_str())
         .collect();
-    assert_eq!(
-        kinds,
-        [
-            "hello",
-            "sessions",
-            "workspaces",
-            "agents",
-            "schedules",
-            "questions",
-            "actions",
-            "dispatches",
-            "requirements"
-        ]
-    );
+    assert_eq!(kinds, jucode_testsupport::CONNECT_BATCH);
     assert_eq!(client.connect_batch[0]["protocol"], 2);
     assert_eq!(
         client.connect_batch[2],

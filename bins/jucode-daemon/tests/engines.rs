@@ -8,17 +8,9 @@ use std::path::PathBuf;
 use jucode_testsupport::Daemon;
 use serde_json::json;
 
-/// A binary built next to the test binary (`target/<profile>/`).
+/// A fake engine CLI of `jucode-fake-engines`, built on first use.
 fn sibling_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let deps = exe.parent().unwrap();
-    let path = deps.parent().unwrap().join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p jucode-fake-engines`",
-        path.display()
-    );
-    path
+    jucode_testsupport::build_bin(name, "jucode-fake-engines").unwrap()
 }
 
 fn fixture(name: &str) -> String {

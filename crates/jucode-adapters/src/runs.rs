@@ -1,8 +1,6 @@
 //! The serve-v2 run-trace shapes Claude Code and Codex subagents share: a subagent's entry in
 //! `agent_runs.agents`, its `subagent_lifecycle` event and the size of `subagent_transcript`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use jucode_protocol::serve::Event;
 use serde_json::{Value, json};
 
@@ -11,11 +9,10 @@ use crate::event;
 /// How many items of a subagent's conversation `subagent_transcript` returns (the newest).
 const TRANSCRIPT_ITEMS: usize = 600;
 
+/// Wall time for run traces. Adapters are started without the hub's clock, so the system's.
 pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    use jucode_clock::Clock as _;
+    jucode_clock::SystemClock::new().now_ms()
 }
 
 /// The newest `TRANSCRIPT_ITEMS` of a subagent's conversation.

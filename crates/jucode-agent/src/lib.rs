@@ -21,6 +21,7 @@ pub mod tools;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use jucode_clock::{SharedClock, SystemClock};
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, EngineOutput, StartSpec};
 use jucode_protocol::{ApprovalMode, Object};
 use jucode_sandbox::{Mode, Policy, Sandbox};
@@ -36,6 +37,8 @@ pub struct JucodeEngine {
     version: String,
     /// bubblewrap, probed once on first use (the probe runs a process).
     sandbox: Arc<OnceCell<Result<Arc<Sandbox>, String>>>,
+    /// Where the engine's tools read time (command timeouts).
+    clock: SharedClock,
 }
 
 impl JucodeEngine {
@@ -47,7 +50,15 @@ impl JucodeEngine {
             user_home,
             version: env!("CARGO_PKG_VERSION").to_string(),
             sandbox: Arc::new(OnceCell::new()),
+            clock: SystemClock::shared(),
         }
+    }
+
+    /// The same engine reading time from `clock` (the hub's, or a manual clock in tests)
+    /// instead of the system's.
+    pub fn with_clock(mut self, clock: SharedClock) -> JucodeEngine {
+        self.clock = clock;
+        self
     }
 
     /// The jucode home this engine reads its config from.
@@ -132,6 +143,7 @@ impl EngineFactory for JucodeEngine {
         let user_home = self.user_home.clone();
         let version = self.version.clone();
         let sandbox_cell = self.sandbox.clone();
+        let clock = self.clock.clone();
         tokio::spawn(async move {
             let cwd = match tokio::fs::canonicalize(&spec.cwd).await {
                 Ok(cwd) if cwd.is_dir() => cwd,
@@ -188,6 +200,7 @@ impl EngineFactory for JucodeEngine {
                 roots,
                 sandbox,
                 bash_timeout_ms,
+                clock,
             };
             session::run(
                 session::Setup {

@@ -32,6 +32,7 @@ impl LatencyReport {
 /// Write `samples` assistant lines to a fresh journal and time each until its
 /// frame is stored in JetStream. `server` is a nats-server URL with JetStream
 /// (open mode); `poll` is the emitter's journal poll period.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 pub async fn journal_to_stored_latency(
     server: &str,
     samples: usize,

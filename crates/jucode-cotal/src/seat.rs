@@ -17,7 +17,6 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use crate::config::LaunchConfig;
 use crate::envelope::{self, CotalMessage};
@@ -54,6 +53,8 @@ pub struct SeatOptions {
     pub bridge_command: Option<(PathBuf, Vec<String>)>,
     /// How often the event plane polls the journal.
     pub journal_poll: Duration,
+    /// Where retry delays are measured (the system's clock outside tests).
+    pub clock: jucode_clock::SharedClock,
 }
 
 impl Default for SeatOptions {
@@ -65,6 +66,7 @@ impl Default for SeatOptions {
             interrupt_timeout: Duration::from_secs(10),
             bridge_command: None,
             journal_poll: Duration::from_millis(100),
+            clock: jucode_clock::SystemClock::shared(),
         }
     }
 }
@@ -126,7 +128,8 @@ pub(crate) struct State {
     pub joined: BTreeSet<String>,
     busy: Busy,
     failures: u32,
-    retry_at: Option<Instant>,
+    /// When the held batch is retried, on the clock's monotonic time.
+    retry_at: Option<Duration>,
     /// A soft interrupt request is out and not answered yet.
     interrupt: bool,
     interrupt_failed: bool,
@@ -725,7 +728,10 @@ impl Seat {
                 },
                 _ = async {
                     match retry_at {
-                        Some(t) => tokio::time::sleep_until(t).await,
+                        Some(t) => {
+                            let clock = &self.opts.clock;
+                            clock.sleep(t.saturating_sub(clock.elapsed())).await
+                        }
                         None => std::future::pending().await,
                     }
                 } => {
@@ -915,7 +921,7 @@ impl Seat {
         } else {
             let factor = 1u32 << (st.failures - 1).min(16);
             let delay = (self.opts.retry_base * factor).min(self.opts.retry_max);
-            st.retry_at = Some(Instant::now() + delay);
+            st.retry_at = Some(self.opts.clock.elapsed() + delay);
             if idle {
                 st.presence.set_status(Status::Waiting, now);
             }

@@ -753,9 +753,10 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + guard;
+    use jucode_clock::Clock as _;
+    let clock = jucode_clock::SystemClock::new();
     while !f().await {
-        if tokio::time::Instant::now() >= deadline {
+        if clock.elapsed() >= guard {
             panic!("deadlock guard: {what}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -4,12 +4,11 @@ use base64::Engine;
 use ring::rand::{SecureRandom, SystemRandom};
 use subtle::ConstantTimeEq;
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch. The connector runs outside any hub, so it reads the
+/// system clock through `jucode_clock`.
 pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    use jucode_clock::Clock as _;
+    jucode_clock::SystemClock::new().now_ms()
 }
 
 /// `n` random bytes as unpadded URL-safe base64.

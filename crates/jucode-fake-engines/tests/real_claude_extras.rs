@@ -287,7 +287,7 @@ async fn claude_an_mcp_servers_question_is_an_approval_card() {
     let suggestion = answer(&mut h, "prompt_suggestion").await;
     assert_eq!(
         suggestion,
-        json!({"type":"prompt_suggestion","text":jucode_fake_engines::fake_model::SUGGESTION})
+        json!({"type":"prompt_suggestion","text":jucode_testsupport::fake_model::SUGGESTION})
     );
     assert_eq!(close(h).await, None);
 }

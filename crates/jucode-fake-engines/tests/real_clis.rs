@@ -1,5 +1,5 @@
 //! The real Claude Code, Codex and claude-agent-acp CLIs driven through their adapters against
-//! the fake model server (`jucode_fake_engines::fake_model`) on loopback: a tool call approved,
+//! the fake model server (`jucode_testsupport::fake_model`) on loopback: a tool call approved,
 //! a denial, an interrupt and a resume in a new process, for each engine.
 //!
 //! Slow and needing the real CLIs, so ignored. Install them, then run:
@@ -26,7 +26,7 @@ use jucode_adapters::acp::AcpEngine;
 use jucode_adapters::claude::ClaudeEngine;
 use jucode_adapters::codex::CodexEngine;
 use jucode_engine::EngineHandle;
-use jucode_fake_engines::fake_model::HANG_TEXT;
+use jucode_testsupport::fake_model::HANG_TEXT;
 use real::*;
 use serde_json::{Value, json};
 

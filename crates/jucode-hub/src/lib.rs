@@ -209,10 +209,13 @@ impl Hub {
     /// Asks every engine to stop and waits (bounded) for them to exit.
     pub async fn shutdown(&self) {
         let pending = self.lock().sessions.stop_all();
-        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(8);
-        for mut done in pending {
-            let _ = tokio::time::timeout_at(deadline, done.changed()).await;
-        }
+        // One bound for all of them together.
+        let all_stopped = async {
+            for mut done in pending {
+                let _ = done.changed().await;
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(8), all_stopped).await;
     }
 
     /// Sends `client` an error frame (the front end's own refusals, such as binary frames).

@@ -43,7 +43,8 @@ const SECRET_KEYS: [&str; 3] = ["api_key", "token", "authorization"];
 #[derive(Clone)]
 pub struct FrameLog {
     file: Arc<Mutex<std::fs::File>>,
-    opened: std::time::Instant,
+    /// Started when the log was opened: frames are stamped with the time since.
+    opened: jucode_clock::SystemClock,
     conn: String,
 }
 
@@ -60,7 +61,7 @@ impl FrameLog {
             .map_err(|e| Error::io(path, e))?;
         Ok(FrameLog {
             file: Arc::new(Mutex::new(file)),
-            opened: std::time::Instant::now(),
+            opened: jucode_clock::SystemClock::new(),
             conn: String::new(),
         })
     }
@@ -78,7 +79,7 @@ impl FrameLog {
         use std::io::Write;
         let frame = frame.map(redacted).unwrap_or(Value::Null);
         let line = json!({
-            "t": self.opened.elapsed().as_secs_f64(),
+            "t": jucode_clock::Clock::elapsed(&self.opened).as_secs_f64(),
             "conn": self.conn,
             "dir": dir,
             "frame": frame,

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
+use jucode_clock::{Clock as _, SystemClock};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
@@ -130,12 +131,12 @@ pub async fn stop_pids(pids: &[u32]) -> Result<()> {
 }
 
 async fn wait_gone(pids: &[u32], limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
+    let clock = SystemClock::new();
     loop {
         if pids.iter().all(|p| !alive(*p)) {
             return true;
         }
-        if tokio::time::Instant::now() >= deadline {
+        if clock.elapsed() >= limit {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -239,7 +240,7 @@ impl Instance {
         let bridge_pid = child.id().unwrap_or_default();
         rec.bridge_pid = Some(bridge_pid);
         rec.write(home)?;
-        let deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
+        let clock = SystemClock::new();
         loop {
             if tokio::net::UnixStream::connect(&socket).await.is_ok() {
                 break;
@@ -267,7 +268,7 @@ impl Instance {
                     "bridge exited {status}: {tail}"
                 )));
             }
-            if tokio::time::Instant::now() >= deadline {
+            if clock.elapsed() >= STARTUP_TIMEOUT {
                 let inst = Instance {
                     home: home.clone(),
                     nonce,

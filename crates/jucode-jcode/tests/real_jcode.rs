@@ -9,8 +9,6 @@
 //! when jcode is missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,7 +20,7 @@ use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use jucode_jcode::harness::JcodeFactory;
 use jucode_jcode::home::PrivateHome;
 use jucode_jcode::instance::{LaunchRecord, alive, recorded_daemons};
-use support::fake_openai::FakeOpenAi;
+use jucode_testsupport::fake_model::FakeModel;
 
 const GUARD: Duration = Duration::from_secs(240);
 
@@ -43,17 +41,21 @@ pub fn jcode_bin() -> PathBuf {
 struct Setup {
     ws: tempfile::TempDir,
     op: tempfile::TempDir,
-    provider: FakeOpenAi,
+    provider: FakeModel,
     mcp_log: PathBuf,
 }
 
 impl Setup {
     async fn new() -> Setup {
-        let provider = FakeOpenAi::start().await;
+        let provider = FakeModel::start().await.unwrap();
         let ws = tempfile::tempdir().unwrap();
         let op = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(op.path().join(".jcode")).unwrap();
-        std::fs::write(op.path().join(".jcode/config.toml"), provider.config_toml()).unwrap();
+        std::fs::write(
+            op.path().join(".jcode/config.toml"),
+            provider.jcode_config_toml(),
+        )
+        .unwrap();
         std::fs::create_dir_all(ws.path().join("work")).unwrap();
         let mcp_log = ws.path().join("mcp.log");
         Setup {
@@ -158,7 +160,7 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
     let logs = read_logs(&home.root.join("logs"));
     assert!(logs.contains("readiness: orientation proved"), "{logs}");
     // The provider saw the MCP tool and the orientation call came back as a tool result.
-    let reqs = s.provider.requests();
+    let reqs = s.provider.jcode_requests();
     assert!(
         reqs.iter()
             .any(|r| r.tools.iter().any(|t| t == "mcp__cotal__cotal_orientation")),
@@ -169,14 +171,14 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
 
     let _ = h.signals();
     h.send_turn("USE_TOOL now").await.unwrap();
-    let reqs = s.provider.requests();
+    let reqs = s.provider.jcode_requests();
     assert!(
         reqs.iter()
             .any(|r| r.last_role.as_deref() == Some("tool")
                 && r.last_text.contains("fake orientation")),
         "{reqs:?}"
     );
-    assert!(s.provider.requests().iter().any(
+    assert!(s.provider.jcode_requests().iter().any(
         |r| r.last_role.as_deref() == Some("tool") && r.last_text.contains("fake-tool-output")
     ));
     let sid = h.journal().unwrap().session_id;
@@ -234,7 +236,7 @@ async fn real_jcode_fork_from_the_operator_home() {
     // The provider saw the carried history in the fork's turn.
     assert!(
         s.provider
-            .requests()
+            .jcode_requests()
             .iter()
             .any(|r| r.path.contains("chat"))
     );

@@ -9,8 +9,6 @@
 //! the fast suite. Run: `cargo nextest run -p jucode-jcode --run-ignored only`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -18,8 +16,8 @@ use futures_util::StreamExt;
 use jucode_cotal::testkit::NatsServer;
 use jucode_jcode::home::PrivateHome;
 use jucode_jcode::instance::{LaunchRecord, alive, recorded_daemons};
+use jucode_testsupport::fake_model::FakeModel;
 use serde_json::{Value, json};
-use support::fake_openai::FakeOpenAi;
 
 const GUARD: Duration = Duration::from_secs(180);
 const UID: &str = "abcdefghijklmnopqrstuvwxyz";
@@ -35,24 +33,13 @@ fn jcode_bin() -> PathBuf {
     p
 }
 
-/// The seat binary, built into this test's target directory.
+/// The seat binary, built into this test's target directory on first use.
 fn seat_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let target = profile_dir.parent().unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let st = std::process::Command::new(cargo)
-        .args(["build", "-p", "jucode-cotal-jcode"])
-        .env("CARGO_TARGET_DIR", &target)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "cargo build -p jucode-cotal-jcode failed");
-    profile_dir.join("jucode-cotal-jcode")
+    jucode_testsupport::build_bin("jucode-cotal-jcode", "jucode-cotal-jcode").unwrap()
 }
 
 /// The connector log, the last frames and the provider's requests, for a failure message.
-fn seat_logs(ws: &std::path::Path, provider: &FakeOpenAi) -> String {
+fn seat_logs(ws: &std::path::Path, provider: &FakeModel) -> String {
     let home = PrivateHome::prepare(ws, "dev", "alice").unwrap();
     let mut logs = String::from("logs:\n");
     for e in std::fs::read_dir(home.root.join("logs")).unwrap().flatten() {
@@ -75,7 +62,7 @@ fn seat_logs(ws: &std::path::Path, provider: &FakeOpenAi) -> String {
         }
     }
     let reqs: Vec<String> = provider
-        .requests()
+        .jcode_requests()
         .iter()
         .map(|r| {
             format!(
@@ -97,11 +84,15 @@ async fn a_dm_to_a_jcode_seat_is_answered_and_stop_leaves_no_tree() {
         Ok(s) => s,
         Err(e) => panic!("{e} (install it with scripts/install-nats.sh)"),
     };
-    let provider = FakeOpenAi::start().await;
+    let provider = FakeModel::start().await.unwrap();
     let ws = tempfile::tempdir().unwrap();
     let op = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(op.path().join(".jcode")).unwrap();
-    std::fs::write(op.path().join(".jcode/config.toml"), provider.config_toml()).unwrap();
+    std::fs::write(
+        op.path().join(".jcode/config.toml"),
+        provider.jcode_config_toml(),
+    )
+    .unwrap();
     let work = ws.path().join("work");
     std::fs::create_dir_all(&work).unwrap();
 
@@ -135,7 +126,8 @@ async fn a_dm_to_a_jcode_seat_is_answered_and_stop_leaves_no_tree() {
         .unwrap();
 
     // Presence appears after the readiness proof; a seat that exits first fails at once.
-    let deadline = tokio::time::Instant::now() + GUARD;
+    use jucode_clock::Clock as _;
+    let clock = jucode_clock::SystemClock::new();
     loop {
         if let Ok(kv) = js.get_key_value("cotal_presence_dev").await
             && matches!(kv.get("local.alice").await, Ok(Some(_)))
@@ -149,7 +141,7 @@ async fn a_dm_to_a_jcode_seat_is_answered_and_stop_leaves_no_tree() {
             );
         }
         assert!(
-            tokio::time::Instant::now() < deadline,
+            clock.elapsed() < GUARD,
             "deadlock guard: presence appears after the readiness proof\n{}",
             seat_logs(ws.path(), &provider)
         );

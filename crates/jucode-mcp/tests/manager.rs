@@ -5,9 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use jucode_mcp::{McpManager, McpServerConfig, Transport, load_servers};
@@ -17,30 +16,9 @@ use tokio::io::AsyncBufReadExt;
 /// Deadlock guard only.
 const GUARD: Duration = Duration::from_secs(60);
 
-/// The built test server; built once with the running cargo when it is missing.
+/// The built test server; built with the running cargo when it is missing.
 fn echo_bin() -> PathBuf {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().unwrap();
-        // target/<dir>/debug/deps/<test> → target/<dir>/debug
-        let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-        let bin = profile_dir.join("jucode-mcp-echo");
-        if !bin.exists() {
-            let target_dir = profile_dir.parent().unwrap();
-            let status = std::process::Command::new(env!("CARGO"))
-                .args(["build", "-p", "jucode-mcp-testserver", "--target-dir"])
-                .arg(target_dir)
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .status()
-                .unwrap();
-            assert!(
-                status.success() && bin.exists(),
-                "jucode-mcp-echo is not built; run `cargo build -p jucode-mcp-testserver`"
-            );
-        }
-        bin
-    })
-    .clone()
+    jucode_testsupport::build_bin("jucode-mcp-echo", "jucode-mcp-testserver").unwrap()
 }
 
 fn stdio_server(name: &str, args: &[&str]) -> McpServerConfig {

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use jucode_clock::{Clock as _, SystemClock};
 use jucode_hub::{Auth, Hub, Outgoing, PairError};
 use jucode_relay_proto::close;
 use jucode_relay_proto::connect::{ConnectError, RelayWs, authenticate, open_socket};
@@ -23,7 +24,6 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use crate::push::PushClient;
@@ -159,7 +159,7 @@ async fn supervise(hub: Arc<Hub>, link: Arc<Link>, url: String, version: String)
         let result =
             connect_and_serve(&hub, &identity, &url, &version, &mut switch, &mut up_since).await;
         hub.set_relay_connected(false, None);
-        let up_for = up_since.map(|t: Instant| t.elapsed());
+        let up_for = up_since.map(|since: SystemClock| since.elapsed());
         let replaced = result.as_ref().is_err_and(LinkError::replaced);
         match &result {
             Err(LinkError::Off) => {
@@ -235,7 +235,7 @@ async fn connect_and_serve(
     url: &str,
     version: &str,
     switch: &mut watch::Receiver<bool>,
-    up_since: &mut Option<Instant>,
+    up_since: &mut Option<SystemClock>,
 ) -> Result<(), LinkError> {
     let connect = async {
         let endpoint = format!("{}/host", url.trim_end_matches('/'));
@@ -249,14 +249,17 @@ async fn connect_and_serve(
     };
     tracing::info!("relay: connected to {url} as host {}", identity.host_id());
     hub.set_relay_connected(true, Some(identity.host_id()));
-    *up_since = Some(Instant::now());
+    // A clock started now measures how long the link stays up.
+    *up_since = Some(SystemClock::new());
     serve(hub, identity, ws, switch).await
 }
 
 /// Failed handshakes in the last minute, shared by every stream of the daemon.
 #[derive(Default)]
 struct Limiter {
-    failures: VecDeque<Instant>,
+    clock: SystemClock,
+    /// When each failure happened, on `clock`'s monotonic time.
+    failures: VecDeque<Duration>,
 }
 
 impl Limiter {
@@ -264,7 +267,7 @@ impl Limiter {
         while self
             .failures
             .front()
-            .is_some_and(|t| t.elapsed() > Duration::from_secs(60))
+            .is_some_and(|t| self.clock.elapsed().saturating_sub(*t) > Duration::from_secs(60))
         {
             self.failures.pop_front();
         }
@@ -277,7 +280,7 @@ impl Limiter {
 
     fn failed(&mut self) {
         self.prune();
-        self.failures.push_back(Instant::now());
+        self.failures.push_back(self.clock.elapsed());
     }
 }
 
@@ -658,16 +661,20 @@ mod tests {
         let identity = Arc::new(Identity::generate().unwrap());
         let (daemon, _relay) = link().await;
         let (_on, mut switch) = watch::channel(true);
-        let start = Instant::now();
+        let clock = SystemClock::new();
         let result = serve(&hub, &identity, daemon, &mut switch).await;
         assert!(matches!(result, Err(LinkError::Dead)), "{result:?}");
-        assert!(start.elapsed() >= DEAD_AFTER);
+        assert!(clock.elapsed() >= DEAD_AFTER);
     }
 
     /// A relay that keeps talking but never reads: the daemon's pongs fill the link, the
     /// writer's write stalls, and after the write timeout the link ends as stalled (before
     /// the 75 s silence rule could notice anything, since the relay is not silent).
     #[tokio::test(start_paused = true)]
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "tokio's paused test clock: this reads virtual time, not the system's"
+    )]
     async fn a_relay_that_stops_reading_ends_the_link_after_the_write_timeout() {
         let dir = tempfile::tempdir().unwrap();
         let hub = hub(dir.path());
@@ -687,7 +694,7 @@ mod tests {
             // Keep the relay's end open (and unread) until the test is over.
             std::future::pending::<()>().await;
         });
-        let start = Instant::now();
+        let start = tokio::time::Instant::now();
         let result = serve(&hub, &identity, daemon, &mut switch).await;
         assert!(matches!(result, Err(LinkError::Stalled)), "{result:?}");
         assert!(start.elapsed() >= WRITE_TIMEOUT && start.elapsed() < DEAD_AFTER);

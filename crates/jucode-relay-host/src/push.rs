@@ -56,8 +56,6 @@ impl PushClient {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+    use jucode_clock::Clock as _;
+    jucode_clock::SystemClock::new().now_ms()
 }

@@ -114,6 +114,7 @@ fn payload(frame_bytes: usize) -> String {
     json!("x".repeat(frame_bytes.saturating_sub(2))).to_string()
 }
 
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 async fn measure(
     relay_url: &str,
     host: &str,
@@ -171,6 +172,7 @@ async fn measure(
 }
 
 /// The same bytes sealed and opened in memory, both directions, as the relay run does.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 fn raw(total_frames: usize, frame_bytes: usize) -> Result<f64, BenchError> {
     let (ip, _) = noise::generate_keypair()?;
     let (rp, rpub) = noise::generate_keypair()?;

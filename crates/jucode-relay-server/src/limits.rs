@@ -4,8 +4,8 @@ use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::time::Duration;
 
+use jucode_clock::{Clock as _, SystemClock};
 use jucode_relay_proto::limits as proto;
-use tokio::time::Instant;
 
 /// Every limit and timer of the relay; [`Limits::default`] is the protocol's (the shared
 /// numbers come from `jucode_relay_proto::limits`).
@@ -60,12 +60,16 @@ const WINDOW: Duration = Duration::from_secs(60);
 
 /// Events in the last minute, per key.
 struct Window<K> {
-    seen: HashMap<K, VecDeque<Instant>>,
+    /// The relay server has no hub to give it a clock: the system's.
+    clock: SystemClock,
+    /// Event times per key, on `clock`'s monotonic time.
+    seen: HashMap<K, VecDeque<Duration>>,
 }
 
 impl<K> Default for Window<K> {
     fn default() -> Self {
         Window {
+            clock: SystemClock::new(),
             seen: HashMap::new(),
         }
     }
@@ -74,10 +78,10 @@ impl<K> Default for Window<K> {
 impl<K: std::hash::Hash + Eq + Clone> Window<K> {
     /// Records an event for `key` if fewer than `max` happened in the last minute.
     fn admit(&mut self, key: &K, max: usize) -> bool {
-        let now = Instant::now();
+        let now = self.clock.elapsed();
         // Forget keys whose events are all old, so the map does not grow without bound.
         self.seen.retain(|_, q| {
-            while q.front().is_some_and(|t| now.duration_since(*t) > WINDOW) {
+            while q.front().is_some_and(|t| now.saturating_sub(*t) > WINDOW) {
                 q.pop_front();
             }
             !q.is_empty()

@@ -303,12 +303,7 @@ async fn the_push_endpoint_checks_everything_the_notes_ask() {
     let p256dh = b64(ua.public_key().to_encoded_point(false).as_bytes());
     let sub = json!({"endpoint": format!("{service}s/1"), "keys": {"p256dh": p256dh, "auth": b64(&[1u8; 16])}});
     let id = Identity::generate().unwrap();
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64
-    };
+    let now = || jucode_clock::Clock::now_ms(&jucode_clock::SystemClock::new());
     let post = |body: Vec<u8>, sig: String| {
         let http = http.clone();
         let url = format!("{}/push", r.http);
@@ -368,10 +363,7 @@ async fn push_refuses_endpoints_that_are_not_push_services() {
     let id = Identity::generate().unwrap();
     let _h = host(&r, &id).await;
     let http = jucode_relay_proto::push::http_client().unwrap();
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let ts = jucode_clock::Clock::now_ms(&jucode_clock::SystemClock::new());
     for (sub, want) in [
         (
             json!({"endpoint": "https://evil.example/x", "keys": {"p256dh": "a", "auth": "b"}}),

@@ -24,12 +24,29 @@ struct Fixture {
     policy: Policy,
 }
 
-/// A fake home (not /root) with a project as cwd. Placed under the target dir rather than /tmp,
-/// so the sandbox's private /tmp does not hide it: what is tested is the read-only bind.
+/// Where fixtures live: a directory outside /tmp, because the sandbox mounts a private /tmp
+/// over the real one and a fixture under it would be replaced by that empty tmpfs (a write
+/// "outside" would then land in the tmpfs and succeed). What the tests check is the read-only
+/// bind of the real tree, so the fixture must be on it. The target directory is outside /tmp
+/// in most checkouts; when it is not (a clone under /tmp), /var/tmp is, by the FHS.
+fn fixture_base() -> PathBuf {
+    let candidates = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        PathBuf::from("/var/tmp"),
+    ];
+    let looked = candidates.clone();
+    candidates
+        .into_iter()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .find(|dir| !dir.starts_with("/tmp"))
+        .unwrap_or_else(|| panic!("no fixture directory outside /tmp among {looked:?}"))
+}
+
+/// A fake home (not /root) with a project as cwd, outside /tmp (see [`fixture_base`]).
 fn fixture(mode: Mode) -> Fixture {
     let dir = tempfile::Builder::new()
         .prefix("sbx")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .tempdir_in(fixture_base())
         .unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let home = root.join("home");

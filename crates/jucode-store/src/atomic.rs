@@ -1,6 +1,6 @@
 //! Whole-file state: read, and replace atomically.
 
-use std::fs::File;
+use std::fs::{self, File};
 use std::io::{ErrorKind, Read, Write};
 use std::path::Path;
 
@@ -44,10 +44,60 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = parent_dir(path);
     // Same directory, so the rename cannot cross filesystems.
-    let mut tmp = NamedTempFile::new_in(dir).map_err(io_err(dir))?;
+    let mut tmp = temp_file_in(dir)?;
     set_mode(tmp.as_file(), mode, tmp.path())?;
     tmp.write_all(bytes).map_err(io_err(path))?;
     tmp.as_file().sync_all().map_err(io_err(path))?;
     tmp.persist(path).map_err(|e| io_err(path)(e.error))?;
     sync_dir(dir)
+}
+
+/// Every temporary file an atomic write makes starts with this; one left by a crash between
+/// create and rename is removed by [`remove_stale_temps`] when the state directory opens.
+pub(crate) const TEMP_PREFIX: &str = ".tmp";
+
+/// A new temporary file in `dir`, named `TEMP_PREFIX` + random characters.
+pub(crate) fn temp_file_in(dir: &Path) -> Result<NamedTempFile> {
+    tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(io_err(dir))
+}
+
+/// Removes the regular files in `dir` named like an atomic write's temporary file: an
+/// interrupted write (a SIGKILL between create and rename) leaves one behind, and nothing
+/// else ever reads it. Only the holder of the directory's lock may call this. Returns how
+/// many were removed.
+pub(crate) fn remove_stale_temps(dir: &Path) -> Result<usize> {
+    let mut removed = 0;
+    for entry in fs::read_dir(dir).map_err(io_err(dir))? {
+        let entry = entry.map_err(io_err(dir))?;
+        let is_temp = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| name.starts_with(TEMP_PREFIX));
+        if !is_temp {
+            continue;
+        }
+        let path = entry.path();
+        // symlink_metadata: a symlink or directory of that name is not ours to remove.
+        let meta = fs::symlink_metadata(&path).map_err(io_err(&path))?;
+        if !meta.file_type().is_file() {
+            continue;
+        }
+        match fs::remove_file(&path) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err(&path)(e)),
+        }
+    }
+    if removed > 0 {
+        sync_dir(dir)?;
+        tracing::warn!(
+            dir = %dir.display(),
+            removed,
+            "removed temporary files left by interrupted writes"
+        );
+    }
+    Ok(removed)
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::de::DeserializeOwned;
-use tempfile::NamedTempFile;
 
+use crate::atomic::{remove_stale_temps, temp_file_in};
 use crate::error::{Result, StoreError, io_err};
 use crate::fsutil::{create_mode, mode_of, set_mode, sync_dir};
 use crate::jsonl::JsonlLog;
@@ -36,6 +36,8 @@ impl StateDir {
     /// Creates `<home>` and `<home>/daemon` (mode 0700) if missing, then takes
     /// an exclusive non-blocking lock on `<home>/daemon/lock`.
     ///
+    /// Temporary files left in `<home>/daemon` by atomic writes a crash interrupted are removed.
+    ///
     /// Fails with [`StoreError::Locked`] when another `StateDir` (in this or
     /// another process) holds the same home.
     pub fn open(home: &Path) -> Result<StateDir> {
@@ -54,6 +56,8 @@ impl StateDir {
             Err(TryLockError::WouldBlock) => return Err(StoreError::Locked { path: lock_path }),
             Err(TryLockError::Error(e)) => return Err(io_err(&lock_path)(e)),
         }
+        // Holding the lock, nobody else can be halfway through a write here.
+        remove_stale_temps(&daemon_dir)?;
 
         Ok(StateDir {
             home: home.to_path_buf(),
@@ -106,7 +110,7 @@ impl StateDir {
         // Written under a temporary name and linked into place without
         // overwriting, so a crash never leaves an empty or half-written token.
         let dir = &self.daemon_dir;
-        let mut tmp = NamedTempFile::new_in(dir).map_err(io_err(dir))?;
+        let mut tmp = temp_file_in(dir)?;
         set_mode(tmp.as_file(), 0o600, tmp.path())?;
         tmp.write_all(token.as_bytes())
             .and_then(|()| tmp.write_all(b"\n"))

@@ -246,6 +246,10 @@ fn repair_warns_with_the_file_and_dropped_bytes() {
 /// `cargo test --release -p jucode-store -- --ignored --nocapture`.
 #[test]
 #[ignore = "slow; a timing check, run in release"]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "prints how long the fold took in real time"
+)]
 fn folds_a_million_lines() {
     let dir = tempfile::tempdir().unwrap();
     let path = log_path(&dir);

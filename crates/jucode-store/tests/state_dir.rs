@@ -202,3 +202,33 @@ fn open_log_lives_in_the_daemon_dir() {
     let (_log, got) = state.open_log::<u32>("numbers.jsonl").unwrap();
     assert_eq!(got, [1, 2, 3]);
 }
+
+#[test]
+fn temporary_files_left_by_interrupted_writes_are_removed_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = StateDir::open(dir.path()).unwrap();
+    jucode_store::write_json_atomic(&state.path("settings.json"), &"kept").unwrap();
+    drop(state);
+    let daemon = dir.path().join("daemon");
+    // What a SIGKILL between create and rename leaves: tempfile's `.tmp` + random name.
+    fs::write(daemon.join(".tmpA1b2C3"), b"{\"half\":").unwrap();
+    fs::write(daemon.join(".tmpzzzzzz"), b"").unwrap();
+    // Not ours to remove: a directory and a symlink of that shape, and other names.
+    fs::create_dir(daemon.join(".tmpdir0")).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(daemon.join("settings.json"), daemon.join(".tmplink")).unwrap();
+    fs::write(daemon.join("notes.tmp"), b"x").unwrap();
+
+    let state = StateDir::open(dir.path()).unwrap();
+    let mut names: Vec<_> = fs::read_dir(state.daemon_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let mut expected = vec![".tmpdir0", "lock", "notes.tmp", "settings.json"];
+    #[cfg(unix)]
+    expected.insert(1, ".tmplink");
+    assert_eq!(names, expected);
+    let kept: Option<String> = jucode_store::read_json(&state.path("settings.json")).unwrap();
+    assert_eq!(kept.as_deref(), Some("kept"));
+}

@@ -58,6 +58,7 @@ pub async fn bench_latency(tokens: usize, gap: Duration) -> Result<LatencyReport
 }
 
 /// The engine's model client reading the stream itself.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 async fn direct_path(
     fake: &FakeModel,
     config: &serde_json::Value,
@@ -95,6 +96,7 @@ async fn direct_path(
 }
 
 /// Through the daemon binary: a session of the built-in engine, a watching client.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 async fn daemon_path(
     fake: &FakeModel,
     config: &serde_json::Value,
@@ -217,6 +219,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::disallowed_methods, reason = "latencies are real instants")]
     fn tokens_are_matched_by_index() {
         let t0 = Instant::now();
         let t1 = t0 + Duration::from_millis(5);

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use anyhow::{Context, Result, ensure};
 use futures_util::{SinkExt as _, StreamExt as _};
-use jucode_testsupport::{Client, connect_status};
+use jucode_testsupport::{CONNECT_BATCH, Client, connect_status};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
@@ -12,18 +12,6 @@ use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, 
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-
-const BATCH: [&str; 9] = [
-    "hello",
-    "sessions",
-    "workspaces",
-    "agents",
-    "schedules",
-    "questions",
-    "actions",
-    "dispatches",
-    "requirements",
-];
 
 fn authorised(req: &Request) -> bool {
     let query = req.uri().query().unwrap_or_default();
@@ -56,7 +44,7 @@ async fn serve() -> Result<SocketAddr> {
                 let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
                     return;
                 };
-                for kind in BATCH {
+                for kind in CONNECT_BATCH {
                     let _ = ws
                         .send(Message::text(json!({"type": kind}).to_string()))
                         .await;
@@ -110,7 +98,7 @@ async fn client_reads_the_batch_matches_replies_and_keeps_a_backlog() -> Result<
         .iter()
         .filter_map(|f| f["type"].as_str())
         .collect();
-    assert_eq!(kinds, BATCH);
+    assert_eq!(kinds, CONNECT_BATCH);
 
     let reply = client.request(json!({"op": "ping_me"})).await?;
     assert_eq!(reply, json!({"type": "ok", "id": 1}));

@@ -273,6 +273,10 @@ async fn bad_input_is_reported_and_survived() -> Result<()> {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "checks that a real-time sleep lasted"
+)]
 async fn messages_sent_during_a_sleep_queue_and_run_in_order() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let mut fake = Fake::start(dir.path()).await?;
@@ -302,6 +306,10 @@ async fn messages_sent_during_a_sleep_queue_and_run_in_order() -> Result<()> {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::disallowed_methods,
+    reason = "checks that a real-time sleep lasted"
+)]
 async fn interrupt_stops_a_sleep_and_the_queue_goes_on() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let mut fake = Fake::start(dir.path()).await?;

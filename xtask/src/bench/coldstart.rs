@@ -77,6 +77,7 @@ fn median(mut times: Vec<Duration>) -> Duration {
 }
 
 /// The reference: every line of every file read and parsed into a `Value`.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 fn parse_all(files: &[PathBuf]) -> Result<Duration> {
     let start = Instant::now();
     let mut parsed = 0usize;
@@ -97,6 +98,10 @@ fn parse_all(files: &[PathBuf]) -> Result<Duration> {
 }
 
 /// How many sessions the daemon's connect batch lists.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "deadlines for a real daemon run in real time"
+)]
 async fn count_sessions(daemon: &Daemon) -> Result<usize> {
     let url = format!("ws://{}/?token={}", daemon.addr, daemon.token);
     let stream = tokio::net::TcpStream::connect(daemon.addr).await?;

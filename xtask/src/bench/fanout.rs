@@ -64,6 +64,7 @@ struct Seen {
     ended: Option<String>,
 }
 
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -96,6 +97,7 @@ async fn connect(url: &str, addr: SocketAddr) -> Result<Ws> {
 }
 
 /// Reads until `frames` stamped deltas arrived (or the connection ends).
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 fn spawn_reader(mut stream: SplitStream<Ws>, frames: usize) -> tokio::task::JoinHandle<Seen> {
     tokio::spawn(async move {
         let mut seen = Seen {
@@ -184,6 +186,7 @@ async fn collect(
 }
 
 /// The daemon with the fake engine's `flood-timed <n>` script.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 pub async fn daemon_run(bins: &Bins, clients: usize, frames: usize) -> Result<Outcome> {
     let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
     let root = std::fs::canonicalize(tmp.path())?;
@@ -235,6 +238,10 @@ pub async fn daemon_run(bins: &Bins, clients: usize, frames: usize) -> Result<Ou
 
 /// Reads the creator's frames until the session's engine has finished starting (its
 /// `mcp_servers` or `attended` event), and returns the session id.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "deadlines for a real daemon run in real time"
+)]
 async fn wait_for_session(stream: &mut SplitStream<Ws>) -> Result<String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut session = None;
@@ -269,6 +276,7 @@ async fn wait_for_session(stream: &mut SplitStream<Ws>) -> Result<String> {
 
 /// A bare broadcaster: per-client unbounded queue and a writer that feeds and flushes in
 /// batches, frames serialized once and stamped as the fake engine stamps them.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 pub async fn reference_run(clients: usize, frames: usize) -> Result<Outcome> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;

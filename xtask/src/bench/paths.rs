@@ -141,6 +141,7 @@ async fn cotal(samples: usize) -> Result<()> {
 
 /// Publishes `samples` frame-sized messages through JetStream one by one, timing each until
 /// its ack: the floor under the event plane's latency.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 async fn jetstream_publish_latency(url: &str, samples: usize) -> Result<Vec<Duration>> {
     let client = async_nats::connect(url)
         .await

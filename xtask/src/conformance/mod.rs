@@ -26,18 +26,8 @@ const PARALLEL: usize = 2;
 const FIXTURE_TIMEOUT: Duration = Duration::from_secs(45);
 const EXPECT_TIMEOUT_MS: u64 = 5000;
 
-/// What the daemon sends on connect, in order.
-const CONNECT_BATCH: &[&str] = &[
-    "hello",
-    "sessions",
-    "workspaces",
-    "agents",
-    "schedules",
-    "questions",
-    "actions",
-    "dispatches",
-    "requirements",
-];
+// What the daemon sends on connect, in order: the one list, kept in test support.
+use jucode_testsupport::CONNECT_BATCH;
 
 pub struct Options {
     pub build: bool,
@@ -535,6 +525,10 @@ impl Runner {
     }
 
     /// Reads the connect batch and checks its order.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn read_batch(&mut self, name: &str) -> StepResult {
         let deadline = Instant::now() + Duration::from_millis(EXPECT_TIMEOUT_MS);
         for want in CONNECT_BATCH {
@@ -617,6 +611,10 @@ impl Runner {
         }
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let pattern = self.field(step, "expect", true)?.unwrap_or_default();
@@ -666,6 +664,10 @@ impl Runner {
         }
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect_set(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let Some(Value::Array(mut pending)) = self.field(step, "expect_set", true)? else {
@@ -711,6 +713,10 @@ impl Runner {
         Ok(())
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect_silence(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let ms = step.value["expect_silence"]
@@ -733,6 +739,10 @@ impl Runner {
         }
     }
 
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "deadlines for a real daemon run in real time"
+    )]
     async fn expect_close(&mut self, step: &Step) -> StepResult {
         let name = Self::client_name(step)?;
         let want = &step.value["expect_close"];

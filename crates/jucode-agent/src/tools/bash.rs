@@ -5,7 +5,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use jucode_sandbox::Mode;
 use nix::sys::signal::{Signal, killpg};
@@ -119,11 +119,13 @@ pub async fn run(
         out.extend_from_slice(&bytes[..bytes.len().min(room)]);
         dropped += bytes.len().saturating_sub(room);
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(call.timeout_ms);
-    let mut last_progress = Instant::now();
+    // Deadlines are points on the clock's monotonic time.
+    let clock = &env.clock;
+    let deadline = clock.elapsed() + Duration::from_millis(call.timeout_ms);
+    let mut last_progress = clock.elapsed();
     let (mut out_open, mut err_open) = (true, true);
     let mut status = None;
-    let mut drain_until: Option<tokio::time::Instant> = None;
+    let mut drain_until: Option<Duration> = None;
     let mut timed_out = false;
     let mut buf_out = [0u8; 8192];
     let mut buf_err = [0u8; 8192];
@@ -140,10 +142,10 @@ pub async fn run(
             },
             s = child.wait(), if status.is_none() => {
                 status = Some(s);
-                drain_until = Some(tokio::time::Instant::now() + DRAIN_GRACE);
+                drain_until = Some(clock.elapsed() + DRAIN_GRACE);
             }
-            () = tokio::time::sleep_until(until) => {
-                if drain_until.is_some_and(|d| d <= tokio::time::Instant::now()) && status.is_some() {
+            () = clock.sleep(until.saturating_sub(clock.elapsed())) => {
+                if drain_until.is_some_and(|d| d <= clock.elapsed()) && status.is_some() {
                     // The shell is done; a background child still holds the pipes.
                     break;
                 }
@@ -152,10 +154,10 @@ pub async fn run(
             }
         }
         if let Some(tx) = &progress
-            && last_progress.elapsed() >= PROGRESS_EVERY
+            && clock.elapsed().saturating_sub(last_progress) >= PROGRESS_EVERY
             && !out.is_empty()
         {
-            last_progress = Instant::now();
+            last_progress = clock.elapsed();
             let _ = tx.send(cap_output(&String::from_utf8_lossy(&out)));
         }
     }

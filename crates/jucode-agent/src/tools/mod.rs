@@ -35,6 +35,8 @@ pub struct ToolEnv {
     /// bubblewrap, or why there is none.
     pub sandbox: Result<Arc<Sandbox>, String>,
     pub bash_timeout_ms: u64,
+    /// Where command timeouts read time.
+    pub clock: jucode_clock::SharedClock,
 }
 
 impl ToolEnv {
@@ -316,6 +318,7 @@ pub(crate) mod tests {
             roots,
             sandbox: Err("no sandbox in unit tests".into()),
             bash_timeout_ms: 10_000,
+            clock: jucode_clock::SystemClock::shared(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use jucode_adapters::AdapterConfig;
 use jucode_engine::EngineHandle;
-use jucode_fake_engines::fake_model::FakeModelServer;
+use jucode_testsupport::fake_model::FakeModel;
 use serde_json::{Value, json};
 
 pub const INSTALL: &str = "bash scripts/install-engines.sh";
@@ -97,21 +97,9 @@ pub fn acp_cli() -> Cli {
     )
 }
 
-/// `jucode-mcp-echo`, built into the same target dir as this test.
+/// `jucode-mcp-echo`, built into the same target dir as this test on first use.
 pub fn mcp_echo() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("jucode-mcp-echo");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p jucode-mcp-testserver`",
-        bin.display()
-    );
-    bin
+    jucode_testsupport::build_bin("jucode-mcp-echo", "jucode-mcp-testserver").unwrap()
 }
 
 /// The start options of a real CLI at `bin` with `env`, asking before each tool call.
@@ -124,7 +112,7 @@ pub struct World {
     pub dir: tempfile::TempDir,
     pub home: PathBuf,
     pub cwd: PathBuf,
-    pub model: FakeModelServer,
+    pub model: FakeModel,
 }
 
 impl World {
@@ -135,7 +123,7 @@ impl World {
         let cwd = dir.path().join("work");
         std::fs::create_dir_all(&home).unwrap();
         std::fs::create_dir_all(&cwd).unwrap();
-        let model = FakeModelServer::start().await.unwrap();
+        let model = FakeModel::start().await.unwrap();
         World {
             dir,
             home,

@@ -43,10 +43,11 @@ static TUI_DONE: AtomicBool = AtomicBool::new(false);
 
 /// Poll `cond` until it holds; a deadlock guard ends the fake instead of hanging.
 fn wait_for(what: &str, cond: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    use jucode_clock::Clock as _;
+    let clock = jucode_clock::SystemClock::new();
     while !cond() {
         assert!(
-            std::time::Instant::now() < deadline,
+            clock.elapsed() < Duration::from_secs(30),
             "fake jcode: no {what}"
         );
         std::thread::sleep(Duration::from_millis(5));
@@ -62,10 +63,8 @@ fn home() -> PathBuf {
 }
 
 fn now_ms() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
+    use jucode_clock::Clock as _;
+    u128::from(jucode_clock::SystemClock::new().now_ms())
 }
 
 fn main() {

@@ -9,12 +9,12 @@ use std::collections::VecDeque;
 use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
+use jucode_clock::{Clock as _, SystemClock};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::time::Instant;
 
 const VERSION: &str = "fake-0.1";
 const DEFAULT_MODEL: &str = "fake-model";
@@ -121,10 +121,8 @@ fn action_digest(name: &str, arguments: &str, cwd: &str) -> String {
     hex(&ctx.finish().as_ref()[..12])
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+fn unix_ms(clock: &SystemClock) -> u64 {
+    clock.now_ms()
 }
 
 fn random_hex4() -> Result<String> {
@@ -138,8 +136,15 @@ fn random_hex4() -> Result<String> {
 
 /// The part of a turn that waits on something; instant scripts never leave one behind.
 enum Turn {
-    Sleeping { until: Instant, ms: u64 },
-    Approval { call_id: String, command: String },
+    /// `until` is on the engine clock's monotonic time.
+    Sleeping {
+        until: Duration,
+        ms: u64,
+    },
+    Approval {
+        call_id: String,
+        command: String,
+    },
 }
 
 struct Message {
@@ -164,6 +169,8 @@ struct Engine {
     queue: VecDeque<Message>,
     /// Deferred actions not yet decided, oldest first (mirrors the actions file).
     actions: Vec<Value>,
+    /// A process of its own: no hub gives it a clock.
+    clock: SystemClock,
 }
 
 impl Engine {
@@ -190,6 +197,7 @@ impl Engine {
             turn: None,
             queue: VecDeque::new(),
             actions,
+            clock: SystemClock::new(),
         })
     }
 
@@ -286,7 +294,7 @@ impl Engine {
         Ok(())
     }
 
-    fn sleep_deadline(&self) -> Option<Instant> {
+    fn sleep_deadline(&self) -> Option<Duration> {
         match self.turn {
             Some(Turn::Sleeping { until, .. }) => Some(until),
             _ => None,
@@ -401,7 +409,7 @@ impl Engine {
             .and_then(|s| s.trim().parse::<u64>().ok())
         {
             self.turn = Some(Turn::Sleeping {
-                until: Instant::now() + Duration::from_millis(ms),
+                until: self.clock.elapsed() + Duration::from_millis(ms),
                 ms,
             });
             return Ok(());
@@ -447,10 +455,7 @@ impl Engine {
             // measure the daemon's latency frame by frame.
             self.emit(json!({"type": "assistant_start"})).await?;
             for _ in 0..n {
-                let nanos = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0);
+                let nanos = self.clock.now().as_nanosecond().max(0);
                 self.emit(json!({"type": "assistant_delta", "delta": format!("t{nanos}")}))
                     .await?;
             }
@@ -518,7 +523,7 @@ impl Engine {
     async fn defer(&mut self, call_id: &str, command: &str) -> Result<()> {
         let arguments = json!({"command": command}).to_string();
         let digest = action_digest("bash", &arguments, &self.cwd);
-        let created_at = unix_ms();
+        let created_at = unix_ms(&self.clock);
         let id = format!("act-{created_at}-{}", random_hex4()?);
         let record = json!({
             "id": id,
@@ -727,9 +732,9 @@ fn load_actions(path: &Path) -> Result<Vec<Value>> {
 }
 
 /// Waits for the sleep deadline, or forever when no turn sleeps.
-async fn sleep_until(deadline: Option<Instant>) {
+async fn sleep_until(clock: &SystemClock, deadline: Option<Duration>) {
     match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        Some(deadline) => clock.sleep(deadline.saturating_sub(clock.elapsed())).await,
         None => std::future::pending().await,
     }
 }
@@ -742,6 +747,7 @@ async fn serve(args: Args) -> Result<()> {
     let mut buf = Vec::new();
     loop {
         let deadline = engine.sleep_deadline();
+        let clock = engine.clock.clone();
         tokio::select! {
             read = stdin.read_until(b'\n', &mut buf) => {
                 read.context("read stdin")?;
@@ -756,7 +762,7 @@ async fn serve(args: Args) -> Result<()> {
                     return Ok(());
                 }
             }
-            () = sleep_until(deadline) => engine.finish_sleep().await?,
+            () = sleep_until(&clock, deadline) => engine.finish_sleep().await?,
         }
     }
 }

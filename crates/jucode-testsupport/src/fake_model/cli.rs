@@ -1,9 +1,6 @@
-//! A scripted model server on loopback for driving the real engine CLIs offline.
-//!
-//! Speaks the Anthropic Messages API (`POST /v1/messages`, SSE or plain JSON, for Claude Code
-//! and claude-agent-acp) and the OpenAI Responses API (`POST /v1/responses`, SSE, for Codex),
-//! plus the side endpoints the CLIs call at start (`count_tokens`, `models`; anything else is
-//! answered `200 {}` so a side call never hangs). Every request is kept for the test to inspect.
+//! The fake model's script for the real engine CLIs: the Anthropic Messages API as Claude Code
+//! and claude-agent-acp call it (SSE or plain JSON), the OpenAI Responses API as Codex does
+//! (SSE), and the side endpoints the CLIs call at start (`count_tokens`, `models`).
 //!
 //! The script, the same for both APIs (it looks at the last user or tool-result input):
 //! - a tool result with output X → the text `tool said: X`;
@@ -28,19 +25,14 @@
 //! harmless text and never a tool call or a hang.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::{Bytes, Frame, Incoming};
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::body::{Bytes, Frame};
+use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 /// The longest a `HANG:` stream is held open: a deadlock guard, far longer than any test waits.
@@ -52,28 +44,9 @@ pub const HANG_TEXT: &str = "working on it";
 /// The next prompt the fake predicts when Claude Code asks for a prompt suggestion.
 pub const SUGGESTION: &str = "run the tests";
 
-/// Why the server could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum FakeModelError {
-    #[error("binding the fake model server on 127.0.0.1: {0}")]
-    Bind(#[source] std::io::Error),
-}
-
-/// One request the server received. Headers are not kept: they carry the API key.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecordedRequest {
-    pub method: String,
-    /// Path and query, as sent.
-    pub path: String,
-    /// The JSON body, `Null` when there was none or it was not JSON.
-    pub body: Value,
-    /// What the script answered: `tool`, `text`, `hang` or `other`.
-    pub reply: String,
-}
-
+/// Ids the CLIs see for messages, tool uses and responses: unique per server.
 #[derive(Default)]
-struct Shared {
-    requests: Mutex<Vec<RecordedRequest>>,
+pub(super) struct Shared {
     ids: AtomicU64,
 }
 
@@ -82,89 +55,11 @@ impl Shared {
         let n = self.ids.fetch_add(1, Ordering::Relaxed) + 1;
         format!("{prefix}_{n:04}fake{:08x}", std::process::id())
     }
-
-    fn record(&self, request: RecordedRequest) {
-        if let Ok(mut all) = self.requests.lock() {
-            all.push(request);
-        }
-    }
 }
 
-/// A running fake model server; stops when dropped.
-pub struct FakeModelServer {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    stop: watch::Sender<bool>,
-}
+pub(super) type Body = BoxBody<Bytes, Infallible>;
 
-impl FakeModelServer {
-    /// Binds 127.0.0.1 on a free port and serves on the current tokio runtime.
-    pub async fn start() -> Result<FakeModelServer, FakeModelError> {
-        let listener = TcpListener::bind(("127.0.0.1", 0))
-            .await
-            .map_err(FakeModelError::Bind)?;
-        let addr = listener.local_addr().map_err(FakeModelError::Bind)?;
-        let shared = Arc::new(Shared::default());
-        let (stop, stopped) = watch::channel(false);
-        tokio::spawn(accept_loop(listener, shared.clone(), stopped));
-        Ok(FakeModelServer { addr, shared, stop })
-    }
-
-    /// `http://127.0.0.1:<port>`, the value for `ANTHROPIC_BASE_URL`; Codex wants it + `/v1`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Every request so far, in arrival order.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared
-            .requests
-            .lock()
-            .map(|all| all.clone())
-            .unwrap_or_default()
-    }
-
-    /// The model requests (those the script answered with a tool call, a text or a hang).
-    pub fn model_requests(&self) -> Vec<RecordedRequest> {
-        self.requests()
-            .into_iter()
-            .filter(|r| r.reply != "other")
-            .collect()
-    }
-}
-
-impl Drop for FakeModelServer {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    mut stopped: watch::Receiver<bool>,
-) {
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = stopped.changed() => return,
-        };
-        let Ok((stream, _)) = accepted else { continue };
-        let shared = shared.clone();
-        let stopped = stopped.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| handle(req, shared.clone(), stopped.clone()));
-            // A client dropping the connection mid-stream is normal (an interrupt); not an error.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-type Body = BoxBody<Bytes, Infallible>;
-
-fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+pub(super) fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
     *response.status_mut() = status;
     response.headers_mut().insert(
@@ -220,66 +115,57 @@ fn sse_response(
     response
 }
 
-async fn handle(
-    req: Request<Incoming>,
-    shared: Arc<Shared>,
+/// `POST …/messages` from a CLI: what the script answered (`tool`, `text`, `hang`) and the
+/// response.
+pub(super) fn messages(
+    shared: &Shared,
+    body: &Value,
     stopped: watch::Receiver<bool>,
-) -> Result<Response<Body>, Infallible> {
-    let method = req.method().clone();
-    let path = req
-        .uri()
-        .path_and_query()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "/".into());
-    let route = path.split('?').next().unwrap_or("").to_string();
-    let raw = match req.into_body().collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(_) => Bytes::new(),
-    };
-    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-    let mut record = RecordedRequest {
-        method: method.to_string(),
-        path: path.clone(),
-        body: body.clone(),
-        reply: "other".into(),
-    };
-    let response = if method == Method::POST && route.ends_with("/messages/count_tokens") {
-        json_response(StatusCode::OK, &json!({"input_tokens": 42}))
-    } else if method == Method::POST && route.ends_with("/messages") {
-        let plan = anthropic_plan(&body);
-        record.reply = plan.kind().into();
-        let message = anthropic_message(&shared, &body, &plan);
-        if body.get("stream").and_then(Value::as_bool) == Some(true) {
-            sse_response(
-                anthropic_events(&message, &plan),
-                true,
-                matches!(plan, Plan::Hang),
-                stopped,
-            )
-        } else {
-            json_response(StatusCode::OK, &message)
-        }
-    } else if method == Method::POST && route.ends_with("/responses") {
-        let (plan, tool) = responses_plan(&body);
-        record.reply = plan.kind().into();
+) -> (&'static str, Response<Body>) {
+    let plan = anthropic_plan(body);
+    let message = anthropic_message(shared, body, &plan);
+    let response = if body.get("stream").and_then(Value::as_bool) == Some(true) {
         sse_response(
-            responses_events(&shared, &body, &plan, tool.as_deref()),
+            anthropic_events(&message, &plan),
             true,
             matches!(plan, Plan::Hang),
             stopped,
         )
-    } else if method == Method::GET && route.ends_with("/models") {
-        json_response(
-            StatusCode::OK,
-            &json!({"data": [{"id": "fake-model", "type": "model", "display_name": "Fake",
-                              "created_at": "2025-01-01T00:00:00Z"}],
-                    "models": [], "has_more": false, "object": "list"}),
-        )
     } else {
-        json_response(StatusCode::OK, &json!({}))
+        json_response(StatusCode::OK, &message)
     };
-    shared.record(record);
-    Ok(response)
+    (plan.kind(), response)
+}
+
+/// `POST …/responses` from Codex.
+pub(super) fn responses(
+    shared: &Shared,
+    body: &Value,
+    stopped: watch::Receiver<bool>,
+) -> (&'static str, Response<Body>) {
+    let (plan, tool) = responses_plan(body);
+    let response = sse_response(
+        responses_events(shared, body, &plan, tool.as_deref()),
+        true,
+        matches!(plan, Plan::Hang),
+        stopped,
+    );
+    (plan.kind(), response)
+}
+
+/// `POST …/messages/count_tokens`.
+pub(super) fn count_tokens() -> Response<Body> {
+    json_response(StatusCode::OK, &json!({"input_tokens": 42}))
+}
+
+/// `GET …/models`, in the shape both CLIs parse.
+pub(super) fn models() -> Response<Body> {
+    json_response(
+        StatusCode::OK,
+        &json!({"data": [{"id": "fake-model", "type": "model", "display_name": "Fake",
+                          "created_at": "2025-01-01T00:00:00Z"}],
+                "models": [], "has_more": false, "object": "list"}),
+    )
 }
 
 /// What the fake model answers.

@@ -1,8 +1,17 @@
-//! A scripted model server for the jucode engine's tests: OpenAI chat completions
-//! (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`), both over real
-//! HTTP with server-sent events, on `127.0.0.1:0`.
+//! The one scripted model server of the tests, on `127.0.0.1:0` over real HTTP with
+//! server-sent events: OpenAI chat completions (`POST /v1/chat/completions`), Anthropic
+//! Messages (`POST /v1/messages`) and OpenAI Responses (`POST /v1/responses`), plus the side
+//! endpoints the engine CLIs call at start (`count_tokens`, `models`; anything else is answered
+//! `200 {}` so a side call never hangs). Every request is kept for the test to inspect.
 //!
-//! The last message of a request picks the answer:
+//! Each client has its script: the jucode engine (its [`FakeModel::config`] names
+//! [`FAKE_MODEL`]) gets the one below; the real Claude Code, claude-agent-acp and Codex CLIs
+//! (naming any other model) get the one described in [`cli`], which also answers a tool result
+//! with `tool said: <output>` and anything unscripted with `user said: <text>`; the real jcode,
+//! pointed at `/jcode/v1` by [`FakeModel::jcode_config_toml`], gets its own (see
+//! [`FakeModel::jcode_requests`]).
+//!
+//! For the jucode engine, the last message of a request picks the answer:
 //! - a tool result → text `tool said: <output>`;
 //! - `RUN: <cmd>` → one `bash` call with `{"command": cmd}`;
 //! - `CALL <tool> <json>` → one call of that tool with those arguments;
@@ -18,6 +27,9 @@
 //! `DANGER`), a compaction request a summary. [`FakeModel::fail_next`] makes the next requests
 //! fail with a status (429, 500…) for retry tests. Every request body is kept.
 
+pub mod cli;
+mod jcode;
+
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -32,17 +44,39 @@ use hyper::body::Frame;
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use cli::{HANG_TEXT, SUGGESTION};
+pub use jcode::JcodeRequest;
 
 /// The model name [`FakeModel::config`] writes.
 pub const FAKE_MODEL: &str = "fake-model";
 
+/// One request the server received. Headers are not kept: they carry the API key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// Path and query, as sent.
+    pub path: String,
+    /// The JSON body, `Null` when there was none or it was not JSON.
+    pub body: Value,
+    /// What a CLI request was answered with: `tool`, `text`, `hang`; `engine` for the jucode
+    /// engine's requests, `jcode` for jcode's, `other` for side calls.
+    pub reply: String,
+}
+
 #[derive(Default)]
 struct State {
+    recorded: Mutex<Vec<RecordedRequest>>,
+    /// The jucode engine's model requests as (path, body).
     requests: Mutex<Vec<(String, Value)>>,
+    cli: cli::Shared,
+    /// The real jcode's chat requests (under `/jcode/v1`).
+    jcode: Mutex<Vec<JcodeRequest>>,
     failures: Mutex<VecDeque<u16>>,
     calls: AtomicUsize,
     /// When each token of the latest `BENCH` answer was handed to the connection.
@@ -54,10 +88,13 @@ pub struct FakeModel {
     pub addr: SocketAddr,
     state: Arc<State>,
     task: tokio::task::JoinHandle<()>,
+    /// Ends held (`HANG:`) streams when the server goes.
+    stop: watch::Sender<bool>,
 }
 
 impl Drop for FakeModel {
     fn drop(&mut self) {
+        let _ = self.stop.send(true);
         self.task.abort();
     }
 }
@@ -71,18 +108,64 @@ impl FakeModel {
         let addr = listener.local_addr().context("fake model address")?;
         let state = Arc::new(State::default());
         let shared = state.clone();
+        let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let state = shared.clone();
+                let stopped = stopped.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, state.clone()));
+                    let service =
+                        service_fn(move |req| handle(req, state.clone(), stopped.clone()));
+                    // A client dropping the connection mid-stream is normal (an interrupt).
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
                 });
             }
         });
-        Ok(FakeModel { addr, state, task })
+        Ok(FakeModel {
+            addr,
+            state,
+            task,
+            stop,
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, the value for `ANTHROPIC_BASE_URL`; Codex wants it + `/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The base URL of jcode's provider: `http://127.0.0.1:<port>/jcode/v1`.
+    pub fn jcode_base_url(&self) -> String {
+        format!("http://{}{}/v1", self.addr, jcode::PREFIX)
+    }
+
+    /// A jcode `config.toml` making this server its default provider (model `fake-model`).
+    /// jcode's script: `USE_TOOL` → a `bash` call running `echo fake-tool-output`; `DM from
+    /// bob` → an answer through the offered `…cotal_dm` tool; `cotal_orientation` → a call of
+    /// that tool; anything else → `Hello from the fake model.`.
+    pub fn jcode_config_toml(&self) -> String {
+        jcode::config_toml(&self.jcode_base_url())
+    }
+
+    /// jcode's chat requests so far, in arrival order.
+    pub fn jcode_requests(&self) -> Vec<JcodeRequest> {
+        lock(&self.state.jcode).clone()
+    }
+
+    /// Every request so far, side calls included, in arrival order.
+    pub fn recorded(&self) -> Vec<RecordedRequest> {
+        lock(&self.state.recorded).clone()
+    }
+
+    /// The CLIs' model requests (those their script answered with a tool call, a text or a
+    /// hang), in arrival order.
+    pub fn model_requests(&self) -> Vec<RecordedRequest> {
+        self.recorded()
+            .into_iter()
+            .filter(|r| matches!(r.reply.as_str(), "tool" | "text" | "hang"))
+            .collect()
     }
 
     /// A config.json for `protocol` ("chat" or "anthropic") pointing at this server, with no
@@ -120,7 +203,7 @@ impl FakeModel {
         lock(&self.state.bench_sent).clone()
     }
 
-    /// Every request as (path, JSON body), in arrival order.
+    /// The jucode engine's requests as (path, JSON body), in arrival order.
     pub fn requests(&self) -> Vec<(String, Value)> {
         lock(&self.state.requests).clone()
     }
@@ -145,9 +228,18 @@ fn with_body(status: StatusCode, content_type: &str, body: BoxBody<Bytes, Infall
     resp
 }
 
-async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infallible> {
-    let path = req.uri().path().to_string();
-    let body = match req.into_body().collect().await {
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<State>,
+    stopped: watch::Receiver<bool>,
+) -> Result<Reply, Infallible> {
+    let method = req.method().clone();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
+    let route = req.uri().path().to_string();
+    let raw = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
             return Ok(respond(
@@ -157,50 +249,95 @@ async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infa
             ));
         }
     };
+    let parsed = serde_json::from_slice::<Value>(&raw);
+    let mut record = RecordedRequest {
+        method: method.to_string(),
+        path: path.clone(),
+        body: parsed.as_ref().map_or(Value::Null, Clone::clone),
+        reply: "other".into(),
+    };
+    let ours = record.body["model"]
+        .as_str()
+        .is_some_and(|m| m.starts_with(FAKE_MODEL));
+    let is_post = method == Method::POST;
+    if let Some(rest) = route.strip_prefix(jcode::PREFIX) {
+        let reply = if method == Method::GET && rest.trim_end_matches('/').ends_with("/models") {
+            cli::json_response(StatusCode::OK, &jcode::models())
+        } else if is_post && rest.ends_with("/chat/completions") {
+            let request = jcode::summarize(rest, &record.body);
+            let text = jcode::answer(&request, &record.body);
+            lock(&state.jcode).push(request);
+            record.reply = "jcode".into();
+            respond(StatusCode::OK, "text/event-stream", text)
+        } else {
+            let error = json!({"error": {"message": "not found"}});
+            cli::json_response(StatusCode::NOT_FOUND, &error)
+        };
+        lock(&state.recorded).push(record);
+        return Ok(reply);
+    }
+    let reply = if is_post && route == "/v1/chat/completions"
+        || is_post && route.ends_with("/messages") && ours
+    {
+        record.reply = "engine".into();
+        lock(&state.recorded).push(record);
+        return Ok(engine(&route, parsed, state).await);
+    } else if is_post && route.ends_with("/messages/count_tokens") {
+        cli::count_tokens()
+    } else if is_post && route.ends_with("/messages") {
+        let (kind, reply) = cli::messages(&state.cli, &record.body, stopped);
+        record.reply = kind.into();
+        reply
+    } else if is_post && route.ends_with("/responses") {
+        let (kind, reply) = cli::responses(&state.cli, &record.body, stopped);
+        record.reply = kind.into();
+        reply
+    } else if method == Method::GET && route.ends_with("/models") {
+        cli::models()
+    } else {
+        cli::json_response(StatusCode::OK, &json!({}))
+    };
+    lock(&state.recorded).push(record);
+    Ok(reply)
+}
+
+/// A request of the jucode engine, answered by the script in the module doc.
+async fn engine(route: &str, body: serde_json::Result<Value>, state: Arc<State>) -> Reply {
+    let path = route.to_string();
     let n = state.calls.fetch_add(1, Ordering::SeqCst) + 1;
-    let body: Value = match serde_json::from_slice(&body) {
+    let body: Value = match body {
         Ok(v) => v,
         Err(e) => {
-            return Ok(respond(
+            return respond(
                 StatusCode::BAD_REQUEST,
                 "application/json",
                 json!({"error": {"message": format!("not JSON: {e}")}}).to_string(),
-            ));
+            );
         }
     };
     lock(&state.requests).push((path.clone(), body.clone()));
     let failure = lock(&state.failures).pop_front();
     if let Some(status) = failure {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return Ok(respond(
+        return respond(
             status,
             "application/json",
             json!({"type": "error", "error": {"type": "rate_limit_error", "message": format!("scripted failure {status}")}}).to_string(),
-        ));
+        );
     }
-    let anthropic = match path.as_str() {
-        "/v1/chat/completions" => false,
-        "/v1/messages" => true,
-        other => {
-            return Ok(respond(
-                StatusCode::NOT_FOUND,
-                "text/plain",
-                format!("no route {other}"),
-            ));
-        }
-    };
+    let anthropic = path != "/v1/chat/completions";
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let (_, _, last) = last_message(&body, anthropic);
     if let (false, true, Some(rest)) = (anthropic, stream, last.trim().strip_prefix("BENCH ")) {
         let mut words = rest.split_whitespace().map(str::parse::<u64>);
         let (Some(Ok(count)), Some(Ok(gap))) = (words.next(), words.next()) else {
-            return Ok(respond(
+            return respond(
                 StatusCode::BAD_REQUEST,
                 "text/plain",
                 "BENCH <n> <gap_ms>".into(),
-            ));
+            );
         };
-        return Ok(bench_stream(state, count, gap));
+        return bench_stream(state, count, gap);
     }
     let answer = script(&body, anthropic, n).await;
     let text = match (anthropic, stream) {
@@ -214,10 +351,11 @@ async fn handle(req: Request<Incoming>, state: Arc<State>) -> Result<Reply, Infa
     } else {
         "application/json"
     };
-    Ok(respond(StatusCode::OK, content_type, text))
+    respond(StatusCode::OK, content_type, text)
 }
 
 /// Streams `count` tokens `gap_ms` apart, noting when each was handed to the connection.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 fn bench_stream(state: Arc<State>, count: u64, gap_ms: u64) -> Reply {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
     tokio::spawn(async move {
