@@ -43,7 +43,7 @@ pub struct Harness {
     _dir: tempfile::TempDir,
 }
 
-/// Options for [`Harness::start_with`].
+/// Options for a harness, from [`Harness::builder`].
 pub struct HarnessBuilder {
     start: jiff::Timestamp,
     engines: Vec<String>,
