@@ -196,16 +196,9 @@ async fn a_reopened_session_shows_its_conversation_at_once_and_once() {
     }
 }
 
-/// A built binary next to the test's own directory (`cargo build -p jucode-fake-engines`).
+/// A fake engine CLI of `jucode-fake-engines`, built on first use.
 fn sibling_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let path = exe.parent().unwrap().parent().unwrap().join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build -p jucode-fake-engines`",
-        path.display()
-    );
-    path
+    jucode_testsupport::build_bin(name, "jucode-fake-engines").unwrap()
 }
 
 /// A Codex session made through the daemon has one id, its thread's: in the reply, in its

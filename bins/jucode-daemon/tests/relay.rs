@@ -1,23 +1,22 @@
 //! Remote access end to end: the real `jucode-relay` binary and the real daemon on loopback,
 //! with a simulated phone (`jucode_relay_proto::client`, a Noise IK initiator) on the client side.
 //!
-//! Needs the binaries built first:
-//! `cargo build -p jucode-daemon -p jucode-relay -p jucode-testsupport`.
+//! Needs the binaries built first: `cargo build -p jucode-daemon -p jucode-testsupport --bins`
+//! (`jucode_testsupport::RelayServer` builds `jucode-relay` itself when it is missing).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use jucode_relay_proto::client::{ClientError, DeviceKeys, PairLink, Phone, parse_pair_link};
-use jucode_testsupport::{Client, daemon_bin, fake_serve_bin};
+use jucode_testsupport::{Client, Daemon, RelayServer, daemon_bin};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
 /// Deadlock guard for anything a test waits on.
 const WAIT: Duration = Duration::from_secs(30);
@@ -28,104 +27,9 @@ async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> Res
         .with_context(|| format!("{what}: no result within 30 s"))
 }
 
-/// A built binary next to the test executable (or one level up).
-fn built(name: &str, package: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe.parent().context("test binary has no directory")?;
-    for d in [Some(dir), dir.parent()].into_iter().flatten() {
-        let candidate = d.join(name);
-        if candidate.is_file() {
-            return Ok(candidate);
-        }
-    }
-    bail!("{name} is not built; run `cargo build -p {package}` first")
-}
-
-/// A child process and the address it printed.
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
-    logs: Arc<Mutex<Vec<String>>>,
-}
-
-impl Proc {
-    async fn spawn(mut cmd: Command, marker: &str) -> Result<Proc> {
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .env_remove("RUST_LOG");
-        let mut child = cmd.spawn().context("spawn")?;
-        let logs: Arc<Mutex<Vec<String>>> = Arc::default();
-        let stderr = child.stderr.take().context("stderr")?;
-        let l = logs.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                l.lock().unwrap().push(line);
-            }
-        });
-        let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let addr = within("start", async {
-            while let Some(line) = lines.next_line().await? {
-                if let Some((_, rest)) = line.split_once(marker) {
-                    let addr = rest.split(['/', ' ']).next().unwrap_or_default();
-                    return Ok::<_, anyhow::Error>(Some(addr.parse::<SocketAddr>()?));
-                }
-            }
-            Ok(None)
-        })
-        .await??;
-        let Some(addr) = addr else {
-            bail!("exited before listening: {:?}", logs.lock().unwrap());
-        };
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Ok(Proc { child, addr, logs })
-    }
-
-    fn logs(&self) -> String {
-        self.logs.lock().unwrap().join("\n")
-    }
-}
-
-async fn start_relay(listen: &str, extra: &[&str]) -> Result<Proc> {
-    let mut cmd = Command::new(built("jucode-relay", "jucode-relay")?);
-    cmd.arg("--listen").arg(listen).args(extra);
-    Proc::spawn(cmd, "listening on http://").await
-}
-
-fn relay_url(relay: &Proc) -> String {
-    format!("ws://{}/relay/v1", relay.addr)
-}
-
-struct Daemon {
-    proc: Proc,
-    home: PathBuf,
-}
-
-impl Daemon {
-    async fn start(home: &Path, relay: &str) -> Result<Daemon> {
-        std::fs::create_dir_all(home)?;
-        let mut cmd = Command::new(daemon_bin()?);
-        cmd.arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--home")
-            .arg(home)
-            .arg("--relay")
-            .arg(relay)
-            .env("JUCODE_SERVE_BIN", fake_serve_bin()?)
-            .env("HOME", home.parent().unwrap_or(home));
-        let proc = Proc::spawn(cmd, "listening on http://").await?;
-        Ok(Daemon {
-            proc,
-            home: home.to_path_buf(),
-        })
-    }
-
-    async fn local(&self) -> Result<Client> {
-        let token = std::fs::read_to_string(self.home.join("daemon/token"))?;
-        Client::connect_and_greet(&format!("ws://{}/?token={}", self.proc.addr, token.trim())).await
-    }
+/// The daemon (fake serve engine) connected to `relay`, with the relay setting as stored.
+async fn start_daemon(home: &Path, relay: &RelayServer) -> Result<Daemon> {
+    Daemon::builder(home).relay(relay.url()).start().await
 }
 
 /// Turns the relay on and waits until the daemon reports the link up.
@@ -161,7 +65,7 @@ async fn pair_link(local: &mut Client) -> Result<PairLink> {
 }
 
 async fn phone(
-    relay: &Proc,
+    relay: &RelayServer,
     link: &PairLink,
     keys: &DeviceKeys,
     code: Option<&str>,
@@ -169,7 +73,7 @@ async fn phone(
     tokio::time::timeout(
         WAIT,
         Phone::open(
-            &relay_url(relay),
+            &relay.url(),
             &link.host,
             &link.host_static,
             keys,
@@ -200,10 +104,10 @@ async fn request(p: &mut Phone, op: Value) -> Result<Value> {
 }
 
 /// Starts a relay and a daemon with the relay on; returns them with a local client.
-async fn setup(dir: &Path, relay_args: &[&str]) -> Result<(Proc, Daemon, Client)> {
-    let relay = start_relay("127.0.0.1:0", relay_args).await?;
-    let daemon = Daemon::start(&dir.join("home/.jucode"), &relay_url(&relay)).await?;
-    let mut local = daemon.local().await?;
+async fn setup(dir: &Path, relay_args: &[&str]) -> Result<(RelayServer, Daemon, Client)> {
+    let relay = RelayServer::start("127.0.0.1:0", relay_args).await?;
+    let daemon = start_daemon(&dir.join("home/.jucode"), &relay).await?;
+    let mut local = daemon.client().await?;
     relay_on(&mut local).await?;
     Ok((relay, daemon, local))
 }
@@ -211,15 +115,15 @@ async fn setup(dir: &Path, relay_args: &[&str]) -> Result<(Proc, Daemon, Client)
 #[tokio::test]
 async fn a_phone_pairs_gets_hello_runs_ops_reconnects_and_is_dropped_on_revoke() -> Result<()> {
     let dir = tempfile::tempdir()?;
-    let relay = start_relay("127.0.0.1:0", &[]).await?;
-    let daemon = Daemon::start(&dir.path().join("home/.jucode"), &relay_url(&relay)).await?;
-    let mut local = daemon.local().await?;
+    let relay = RelayServer::start("127.0.0.1:0", &[]).await?;
+    let daemon = start_daemon(&dir.path().join("home/.jucode"), &relay).await?;
+    let mut local = daemon.client().await?;
 
     // Off by default: no link, pair_link refused.
     let status = local.request(json!({"op": "relay_status"})).await?;
     assert_eq!(status["enabled"], false);
     assert_eq!(status["connected"], false);
-    assert_eq!(status["url"], relay_url(&relay));
+    assert_eq!(status["url"], relay.url());
     let refused = local.request(json!({"op": "pair_link"})).await?;
     assert_eq!(refused["type"], "error");
 
@@ -357,11 +261,10 @@ async fn replayed_tampered_and_reordered_frames_close_the_stream() -> Result<()>
     // Record msg1 as the relay would see it, then replay it on a new stream.
     let (hs, msg1) =
         jucode_relay_proto::client::first_message(&keys, &link.host_static, "p", Some(&link.code))?;
-    let ws = jucode_relay_proto::client::connect_stream(&relay_url(&relay), &link.host).await?;
+    let ws = jucode_relay_proto::client::connect_stream(&relay.url(), &link.host).await?;
     let mut p = within("pair", Phone::finish(ws, hs, msg1.clone())).await??;
     assert_eq!(recv(&mut p).await?["type"], "hello");
-    let mut replay =
-        jucode_relay_proto::client::connect_stream(&relay_url(&relay), &link.host).await?;
+    let mut replay = jucode_relay_proto::client::connect_stream(&relay.url(), &link.host).await?;
     use futures_util::{SinkExt, StreamExt};
     replay
         .send(tokio_tungstenite::tungstenite::Message::binary(msg1))
@@ -499,7 +402,7 @@ async fn the_daemon_reconnects_when_the_relay_restarts() -> Result<()> {
     assert_eq!(recv(&mut p).await?["type"], "hello");
 
     let listen = relay.addr.to_string();
-    relay.child.kill().await?;
+    relay.kill_and_wait().await?;
     let (code, _) = within("stream dropped", p.closed()).await?;
     assert_ne!(code, 1000);
     within("link down", async {
@@ -513,7 +416,7 @@ async fn the_daemon_reconnects_when_the_relay_restarts() -> Result<()> {
     })
     .await??;
 
-    let relay = start_relay(&listen, &[]).await?;
+    let relay = RelayServer::start(&listen, &[]).await?;
     wait_connected(&mut local).await?;
     let mut p = phone(&relay, &link, &keys, None).await?;
     assert_eq!(recv(&mut p).await?["type"], "hello");
@@ -687,7 +590,7 @@ async fn headless_relay_and_pair_commands() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let home = dir.path().join("home/.jucode");
     std::fs::create_dir_all(&home)?;
-    let relay = start_relay("127.0.0.1:0", &[]).await?;
+    let relay = RelayServer::start("127.0.0.1:0", &[]).await?;
     // No daemon listening: `relay on` writes the setting the daemon starts with.
     let (ok, out) = cli(&home, &["--listen", "127.0.0.1:1", "relay", "on"]).await?;
     assert!(ok, "{out}");
@@ -695,10 +598,10 @@ async fn headless_relay_and_pair_commands() -> Result<()> {
     let (ok, out) = cli(&home, &["--listen", "127.0.0.1:1", "pair"]).await?;
     assert!(!ok && out.contains("no daemon is running"), "{out}");
 
-    let daemon = Daemon::start(&home, &relay_url(&relay)).await?;
-    let mut local = daemon.local().await?;
+    let daemon = start_daemon(&home, &relay).await?;
+    let mut local = daemon.client().await?;
     wait_connected(&mut local).await?;
-    let listen = daemon.proc.addr.to_string();
+    let listen = daemon.addr.to_string();
     let (ok, out) = cli(&home, &["--listen", &listen, "relay", "status"]).await?;
     assert!(ok && out.contains("connected: yes"), "{out}");
     let (ok, out) = cli(&home, &["--listen", &listen, "pair"]).await?;
@@ -717,7 +620,7 @@ async fn no_relay_wins_over_the_setting() -> Result<()> {
     std::fs::create_dir_all(home.join("daemon"))?;
     std::fs::write(home.join("daemon/settings.json"), r#"{"relay":true}"#)?;
     // The test-support daemon always runs with --no-relay.
-    let daemon = jucode_testsupport::Daemon::start(&home).await?;
+    let daemon = Daemon::start(&home).await?;
     let mut local = daemon.client().await?;
     let status = local
         .request(json!({"op": "relay_set", "enabled": true}))

@@ -3,22 +3,19 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::bins::{daemon_bin, fake_serve_bin};
 use crate::client::Client;
+use crate::process::{Listening, Logs, snapshot, spawn_listening};
 
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-const LISTEN_MARKER: &str = "listening on http://";
 
 /// Query-string characters left as they are (RFC 3986 unreserved).
 const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
@@ -26,41 +23,6 @@ const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'.')
     .remove(b'_')
     .remove(b'~');
-
-type Logs = Arc<Mutex<Vec<String>>>;
-
-fn snapshot(logs: &Logs) -> Vec<String> {
-    // A panicking drain task cannot leave the Vec half-written, so poison is harmless.
-    logs.lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .clone()
-}
-
-fn push_log(logs: &Logs, line: String) {
-    logs.lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(line);
-}
-
-/// Reads a pipe to its end so the daemon never blocks on a full pipe.
-async fn drain<R: AsyncRead + Unpin>(mut lines: tokio::io::Lines<BufReader<R>>, logs: Logs) {
-    while let Ok(Some(line)) = lines.next_line().await {
-        push_log(&logs, line);
-    }
-}
-
-/// `jucode daemon listening on http://127.0.0.1:PORT` → the address.
-fn parse_listen_line(line: &str) -> Option<Result<SocketAddr>> {
-    let (_, rest) = line.split_once(LISTEN_MARKER)?;
-    let addr = rest
-        .split(|c: char| c.is_whitespace() || c == '/')
-        .next()
-        .unwrap_or_default();
-    Some(
-        addr.parse()
-            .with_context(|| format!("cannot parse the listen address in {line:?}")),
-    )
-}
 
 /// Which engine serves the daemon's default `jucode` sessions.
 #[derive(Debug, Clone)]
@@ -231,53 +193,8 @@ impl Daemon {
                 None => command.env_remove(key),
             };
         }
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("spawn {}", daemon.display()))?;
-        let logs: Logs = Arc::default();
-        let stdout = child.stdout.take().context("daemon stdout is not piped")?;
-        let stderr = child.stderr.take().context("daemon stderr is not piped")?;
-        let stderr_done = tokio::spawn(drain(BufReader::new(stderr).lines(), logs.clone()));
-
-        let mut lines = BufReader::new(stdout).lines();
-        let wait_for_listen = async {
-            while let Some(line) = lines.next_line().await.context("read daemon stdout")? {
-                let parsed = parse_listen_line(&line);
-                push_log(&logs, line);
-                if let Some(addr) = parsed {
-                    return addr.map(Some);
-                }
-            }
-            Ok(None)
-        };
-        let addr = match tokio::time::timeout(START_TIMEOUT, wait_for_listen).await {
-            Ok(Ok(Some(addr))) => addr,
-            Ok(Ok(None)) => {
-                let status = child.wait().await.context("wait for the daemon")?;
-                // Its last words are on stderr: read them all before reporting.
-                let _ = tokio::time::timeout(Duration::from_secs(5), stderr_done).await;
-                bail!(
-                    "daemon exited ({status}) before listening; output:\n{}",
-                    snapshot(&logs).join("\n")
-                );
-            }
-            Ok(Err(err)) => {
-                let _ = child.start_kill();
-                return Err(err.context(format!("output:\n{}", snapshot(&logs).join("\n"))));
-            }
-            Err(_) => {
-                let _ = child.start_kill();
-                bail!(
-                    "daemon printed no {LISTEN_MARKER:?} line within 30 s; output:\n{}",
-                    snapshot(&logs).join("\n")
-                );
-            }
-        };
-        tokio::spawn(drain(lines, logs.clone()));
+        let Listening { child, addr, logs } =
+            spawn_listening(command, &format!("daemon {}", daemon.display())).await?;
         Ok(Daemon {
             addr,
             home,
@@ -356,27 +273,5 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_listen_line_gives_the_address() -> Result<()> {
-        let line = "jucode daemon listening on http://127.0.0.1:45123";
-        let addr = parse_listen_line(line).context("marker not found")??;
-        assert_eq!(addr, "127.0.0.1:45123".parse::<SocketAddr>()?);
-        let addr = parse_listen_line("x listening on http://[::1]:80/ now")
-            .context("marker not found")??;
-        assert_eq!(addr.port(), 80);
-        assert!(parse_listen_line("starting up").is_none());
-        assert!(
-            parse_listen_line("listening on http://nowhere")
-                .context("marker not found")?
-                .is_err()
-        );
-        Ok(())
     }
 }

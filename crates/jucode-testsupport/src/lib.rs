@@ -8,6 +8,8 @@
 //!   that has already read the connect batch ([`CONNECT_BATCH`]).
 //! - [`fake_model::FakeModel`] is the one scripted model server: OpenAI chat completions,
 //!   Anthropic Messages and OpenAI Responses on loopback.
+//! - [`RelayServer`] runs the real `jucode-relay` binary on loopback, for a daemon started
+//!   with [`DaemonBuilder::relay`].
 //! - [`find_bin`] / [`build_bin`] find a built binary of the workspace wherever the target
 //!   directory is.
 //! - [`harness`] runs a hub in-process on a manual clock, for time-driven tests that must not
@@ -22,12 +24,15 @@ mod client;
 mod daemon;
 pub mod fake_model;
 pub mod harness;
+mod process;
+mod relay;
 
 use std::time::Duration;
 
 pub use bins::{build_bin, daemon_bin, fake_serve_bin, find_bin};
 pub use client::{Client, HttpResponse, Ws, connect_status, http};
 pub use daemon::{Daemon, DaemonBuilder, Engine};
+pub use relay::RelayServer;
 
 /// The frame types the daemon sends on connect, in order (`hello` first, `requirements` last).
 pub const CONNECT_BATCH: &[&str] = &[
