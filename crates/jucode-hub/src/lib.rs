@@ -39,7 +39,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
-pub use devices::{PairError, Paired, RelayLink, app_origin, push_payload};
+pub use devices::{
+    LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
+};
 
 /// What the hub needs from its host.
 pub struct HubConfig {

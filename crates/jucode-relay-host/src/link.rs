@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use jucode_clock::{Clock as _, SystemClock};
-use jucode_hub::{Auth, Hub, Outgoing, PairError};
+use jucode_hub::{Auth, Hub, Outgoing, PairError, RelayLinkError};
 use jucode_relay_proto::close;
 use jucode_relay_proto::connect::{ConnectError, RelayWs, authenticate, open_socket};
 use jucode_relay_proto::frame::Frame;
@@ -26,6 +26,7 @@ use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::{self, Message};
 
+use crate::identity::LoadError;
 use crate::push::PushClient;
 
 /// The relay's ping period; we ping as often to find half-open TCP.
@@ -77,20 +78,20 @@ impl Link {
         }
     }
 
-    fn identity(&self) -> Result<Arc<Identity>, String> {
+    fn identity(&self) -> Result<Arc<Identity>, LoadError> {
         let mut slot = self.identity.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = &*slot {
             return Ok(id.clone());
         }
-        let id = Arc::new(crate::identity::load_or_create(&self.dir).map_err(|e| e.to_string())?);
+        let id = Arc::new(crate::identity::load_or_create(&self.dir)?);
         *slot = Some(id.clone());
         Ok(id)
     }
 }
 
 impl jucode_hub::RelayLink for Link {
-    fn identity(&self) -> Result<(String, String), String> {
-        let id = Link::identity(self)?;
+    fn identity(&self) -> Result<(String, String), RelayLinkError> {
+        let id = Link::identity(self).map_err(|e| RelayLinkError::Identity(e.into()))?;
         Ok((id.host_id(), b64(id.static_public())))
     }
 
@@ -98,14 +99,15 @@ impl jucode_hub::RelayLink for Link {
         &self,
         subscription: serde_json::Value,
         payload: serde_json::Value,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, String>> + Send>> {
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, RelayLinkError>> + Send>>
+    {
         let identity = Link::identity(self);
         let push = self.push.clone();
         Box::pin(async move {
-            let identity = identity?;
+            let identity = identity.map_err(|e| RelayLinkError::Identity(e.into()))?;
             push.send(&identity, subscription, payload)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| RelayLinkError::Push(e.into()))
         })
     }
 }

@@ -29,8 +29,13 @@ async fn next_text(ws: &mut tokio_tungstenite::WebSocketStream<tokio::net::TcpSt
 }
 
 async fn relay_status(hub: &Arc<Hub>) -> Value {
+    local_request(hub, r#"{"op":"relay_status","id":1}"#).await
+}
+
+/// Sends `frame` (with `"id":1`) as a local client and returns the reply.
+async fn local_request(hub: &Arc<Hub>, frame: &str) -> Value {
     let mut conn = hub.connect(Auth::Local);
-    hub.handle(conn.id, r#"{"op":"relay_status","id":1}"#).await;
+    hub.handle(conn.id, frame).await;
     loop {
         let Some(Outgoing::Frame(text)) = conn.frames.recv().await else {
             panic!("no reply")
@@ -133,5 +138,41 @@ async fn an_idle_daemon_authenticates_and_answers_every_ping() {
     })
     .await
     .unwrap();
+    task.abort();
+}
+
+/// A relay identity that cannot be read reaches the client as the identity code's own error,
+/// text for text, through the hub's typed link error.
+#[tokio::test]
+async fn an_unreadable_identity_is_pair_links_error_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join(".jucode");
+    let state = home.join("daemon");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("settings.json"), r#"{"relay":true}"#).unwrap();
+    std::fs::write(
+        state.join(jucode_relay_host::identity::FILE),
+        r#"{"identity":"short","static":"short","static_pub":"short"}"#,
+    )
+    .unwrap();
+    let want = jucode_relay_host::identity::load_or_create(&state)
+        .err()
+        .expect("a broken identity file must not load")
+        .to_string();
+    // Nothing listens there: the link never comes up, pair_link only needs the identity.
+    let url = "ws://127.0.0.1:9/relay/v1".to_string();
+    let hub = Hub::open(HubConfig {
+        home: home.clone(),
+        user_home: dir.path().to_path_buf(),
+        version: "test".into(),
+        relay_url: Some(url.clone()),
+        engines: HashMap::new(),
+        clock: jucode_clock::SystemClock::shared(),
+    })
+    .unwrap();
+    let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());
+    let reply = local_request(&hub, r#"{"op":"pair_link","id":1}"#).await;
+    assert_eq!(reply["type"], "error", "{reply}");
+    assert_eq!(reply["message"], want.as_str(), "{reply}");
     task.abort();
 }

@@ -27,7 +27,7 @@ use push::PushTarget;
 pub use push::push_payload;
 use push::{PUSH_FILE, PushSubscriptions};
 pub(crate) use relay::RelayState;
-pub use relay::{RelayLink, app_origin};
+pub use relay::{LinkSource, RelayLink, RelayLinkError, app_origin};
 
 /// Characters of a pairing code: no I, O, 0 or 1, which people misread.
 const CODE_ALPHABET: &[u8] = b"ABCDEFGHJKLMNPQRSTUVWXYZ23456789";
@@ -84,15 +84,28 @@ pub struct Paired {
 }
 
 /// Why a pairing failed.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, thiserror::Error)]
 pub enum PairError {
     /// Wrong, expired and used codes are one answer, so a guesser learns nothing.
     #[error("wrong or expired pairing code")]
     WrongCode,
     #[error("too many wrong pairing codes; wait a minute")]
     TooManyAttempts,
+    /// No randomness for the token, or the `paired` record could not be written.
     #[error("could not save the device: {0}")]
-    Store(String),
+    Store(HubError),
+}
+
+/// Store failures are equal when they say the same (their sources are not comparable).
+impl PartialEq for PairError {
+    fn eq(&self, other: &PairError) -> bool {
+        match (self, other) {
+            (PairError::WrongCode, PairError::WrongCode)
+            | (PairError::TooManyAttempts, PairError::TooManyAttempts) => true,
+            (PairError::Store(a), PairError::Store(b)) => a.to_string() == b.to_string(),
+            _ => false,
+        }
+    }
 }
 
 /// Why a device, relay or push op failed; the texts are the protocol's.
@@ -110,9 +123,10 @@ pub(crate) enum DeviceError {
     RelayUrl,
     #[error("the relay connection is starting; try again")]
     RelayStarting,
-    /// What the relay link said (its interface speaks in text).
-    #[error("{0}")]
-    Relay(String),
+    #[error(transparent)]
+    Relay(#[from] RelayLinkError),
+    #[error("the relay is off: notifications go through the relay")]
+    PushRelayOff,
     #[error("only a paired device can receive notifications")]
     NotPaired,
     #[error("{0}")]
@@ -228,7 +242,7 @@ impl Devices {
             }
         }
         let name = clean_name(name);
-        let secret: [u8; 32] = random_bytes().map_err(|e| PairError::Store(e.to_string()))?;
+        let secret: [u8; 32] = random_bytes().map_err(PairError::Store)?;
         let token = hex(&secret);
         let device = self.add_device(name, sha256_hex(token.as_bytes()), None, now)?;
         Ok(Paired {
@@ -261,7 +275,7 @@ impl Devices {
                 at: now,
                 device_kind: device.kind.clone(),
             })
-            .map_err(|e| PairError::Store(e.to_string()))?;
+            .map_err(|e| PairError::Store(e.into()))?;
         let out = (device.id.clone(), device.name.clone());
         self.devices.push(device);
         Ok(out)
@@ -400,6 +414,23 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: DevicesOp) -> Result<(), OpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_failure_keeps_its_text_and_compares_by_it() {
+        let random = PairError::Store(HubError::Random);
+        assert_eq!(
+            random.to_string(),
+            "could not save the device: the system random generator failed"
+        );
+        assert_eq!(random, PairError::Store(HubError::Random));
+        let invalid = PairError::Store(HubError::Invalid {
+            path: "devices.jsonl".into(),
+            message: "bad".into(),
+        });
+        assert_ne!(random, invalid);
+        assert_ne!(random, PairError::WrongCode);
+        assert_eq!(PairError::WrongCode, PairError::WrongCode);
+    }
 
     fn devices() -> (tempfile::TempDir, StateDir, Devices) {
         let dir = tempfile::tempdir().unwrap();

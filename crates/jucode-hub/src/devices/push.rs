@@ -259,9 +259,11 @@ impl crate::Hub {
             let outcome = match (&link, self.relay_enabled()) {
                 (Some(link), true) => {
                     let sub = serde_json::to_value(&target).unwrap_or_default();
-                    link.push(sub, payload.clone()).await
+                    link.push(sub, payload.clone())
+                        .await
+                        .map_err(DeviceError::from)
                 }
-                _ => Err("the relay is off: notifications go through the relay".into()),
+                _ => Err(DeviceError::PushRelayOff),
             };
             match outcome {
                 Ok(status) => {
@@ -280,7 +282,7 @@ impl crate::Hub {
                     results.push(PushResult {
                         service,
                         status: None,
-                        error: Some(error),
+                        error: Some(error.to_string()),
                     });
                 }
             }

@@ -19,13 +19,28 @@ pub(crate) struct RelayState {
 /// so the hub stays transport-free.
 pub trait RelayLink: Send + Sync {
     /// The host id and the Noise static public key (base64url), made on first use.
-    fn identity(&self) -> Result<(String, String), String>;
+    fn identity(&self) -> Result<(String, String), RelayLinkError>;
     /// Sends one notification through the relay's push endpoint: the relay's HTTP status.
     fn push(
         &self,
         subscription: serde_json::Value,
         payload: serde_json::Value,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, String>> + Send>>;
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<u16, RelayLinkError>> + Send>>;
+}
+
+/// The implementor's own error, boxed because the hub cannot name the relay crate's types.
+pub type LinkSource = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a [`RelayLink`] call failed. Its text is the source's own: clients see it as it is, in
+/// `pair_link`'s error and a `push_test` result.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayLinkError {
+    /// The relay identity could not be read or made.
+    #[error(transparent)]
+    Identity(LinkSource),
+    /// A notification did not reach the push service.
+    #[error(transparent)]
+    Push(LinkSource),
 }
 
 /// The origin a pairing link uses: `wss://h/relay/v1` → `https://h`, `ws://h/…` → `http://h`.
@@ -131,7 +146,7 @@ impl crate::Hub {
             .link
             .clone()
             .ok_or(DeviceError::RelayStarting)?;
-        let (host, key) = link.identity().map_err(DeviceError::Relay)?;
+        let (host, key) = link.identity()?;
         let mut inner = self.lock();
         inner.devices.relay.host = Some(host.clone());
         let (code, expires_at) = inner.devices.start_pairing()?;
