@@ -15,28 +15,8 @@ use jucode_testsupport::fake_model::FakeModel;
 use jucode_testsupport::{Client, Daemon};
 use serde_json::{Value, json};
 
-struct Env {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        Env { _dir: dir, root }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.root.join(".jucode")
-    }
-
-    fn project(&self, name: &str) -> PathBuf {
-        let p = self.root.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-}
+/// The test's temporary home.
+type Env = jucode_testsupport::TestHome;
 
 fn s(p: &Path) -> String {
     p.display().to_string()

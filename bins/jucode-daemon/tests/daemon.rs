@@ -3,40 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use jucode_testsupport::{Client, Daemon, connect_status, http};
 use serde_json::{Value, json};
 
-struct Env {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        Env { _dir: dir, root }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.root.join(".jucode")
-    }
-
-    /// A project directory inside the test's home.
-    fn project(&self, name: &str) -> PathBuf {
-        let p = self.root.join(name);
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
-
-    async fn daemon(&self) -> Daemon {
-        Daemon::start(&self.home()).await.unwrap()
-    }
-}
+/// The test's temporary home.
+type Env = jucode_testsupport::TestHome;
 
 fn s(p: &Path) -> String {
     p.display().to_string()
@@ -634,7 +609,7 @@ async fn workspaces_change_with_a_rev_check_and_reach_other_clients() {
         .await
         .unwrap();
     assert_eq!(made["type"], "workspaces", "{made}");
-    assert!(env.root.join("fresh/.git").is_dir());
+    assert!(env.root().join("fresh/.git").is_dir());
     let outside = a
         .request(json!({"op":"project_create","parent":"/tmp","name":"nope"}))
         .await
@@ -656,7 +631,7 @@ async fn workspaces_change_with_a_rev_check_and_reach_other_clients() {
             .len(),
         1
     );
-    assert!(env.root.join("fresh").is_dir());
+    assert!(env.root().join("fresh").is_dir());
 
     // The list survives a restart.
     let mut daemon = daemon;
@@ -791,8 +766,8 @@ async fn plain_http_serves_the_remote_page_inside_its_directory() {
     std::fs::write(web.join("index.html"), "<html>remote</html>").unwrap();
     std::fs::create_dir_all(web.join("_app/immutable")).unwrap();
     std::fs::write(web.join("_app/immutable/a.js"), "let a;").unwrap();
-    std::fs::write(env.root.join("secret.txt"), "secret").unwrap();
-    std::os::unix::fs::symlink(env.root.join("secret.txt"), web.join("leak.txt")).unwrap();
+    std::fs::write(env.root().join("secret.txt"), "secret").unwrap();
+    std::os::unix::fs::symlink(env.root().join("secret.txt"), web.join("leak.txt")).unwrap();
     let daemon = Daemon::start_with(&env.home(), &["--web", &s(&web)])
         .await
         .unwrap();

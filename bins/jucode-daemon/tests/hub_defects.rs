@@ -14,28 +14,8 @@ use jucode_testsupport::{Client, Daemon};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-struct Env {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        Env { _dir: dir, root }
-    }
-
-    fn home(&self) -> PathBuf {
-        self.root.join(".jucode")
-    }
-
-    fn project(&self) -> String {
-        let p = self.root.join("app");
-        std::fs::create_dir_all(&p).unwrap();
-        p.display().to_string()
-    }
-}
+/// The test's temporary home.
+type Env = jucode_testsupport::TestHome;
 
 /// The next text frame as the daemon wrote it.
 async fn raw_text(c: &mut Client) -> String {
@@ -96,7 +76,7 @@ async fn free_text_over_its_limit_gets_a_clear_error() {
     let env = Env::new();
     let daemon = Daemon::start(&env.home()).await.unwrap();
     let mut c = daemon.client().await.unwrap();
-    let cwd = env.project();
+    let cwd = env.project("app").display().to_string();
     let created = c
         .request(json!({"op":"session_create","cwd":cwd}))
         .await
@@ -141,7 +121,7 @@ async fn a_reopened_session_shows_its_conversation_at_once_and_once() {
         .unwrap();
     let mut c = daemon.client().await.unwrap();
     let created = c
-        .request(json!({"op":"session_create","cwd":env.project()}))
+        .request(json!({"op":"session_create","cwd":env.project("app").display().to_string()}))
         .await
         .unwrap();
     let id = created["session"].as_str().unwrap().to_string();
@@ -216,7 +196,7 @@ async fn a_codex_session_is_named_after_its_thread() {
     });
     let created = c
         .request(
-            json!({"op":"session_create","cwd":env.project(),"engine":"codex","options":options}),
+            json!({"op":"session_create","cwd":env.project("app").display().to_string(),"engine":"codex","options":options}),
         )
         .await
         .unwrap();

@@ -24,6 +24,7 @@ mod client;
 mod daemon;
 pub mod fake_model;
 pub mod harness;
+mod home;
 mod process;
 mod relay;
 
@@ -32,6 +33,7 @@ use std::time::Duration;
 pub use bins::{build_bin, daemon_bin, fake_serve_bin, find_bin};
 pub use client::{Client, HttpResponse, Ws, connect_status, http};
 pub use daemon::{Daemon, DaemonBuilder, Engine};
+pub use home::TestHome;
 pub use relay::RelayServer;
 
 /// The frame types the daemon sends on connect, in order (`hello` first, `requirements` last).

@@ -1,0 +1,53 @@
+//! A temporary directory standing in for the user's home in a test.
+
+// Test support: a test that cannot make its temporary home should fail at once, naming why.
+#![allow(clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use crate::Daemon;
+
+/// A temporary user home (canonicalised, so paths compare equal to what the daemon reports),
+/// removed when dropped. The jucode home is its `.jucode`.
+pub struct TestHome {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl TestHome {
+    pub fn new() -> TestHome {
+        let dir = tempfile::tempdir().expect("a temporary directory for the test's home");
+        let root = std::fs::canonicalize(dir.path()).expect("the temporary home's real path");
+        TestHome { _dir: dir, root }
+    }
+
+    /// The user's home.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The jucode home (`<root>/.jucode`).
+    pub fn home(&self) -> PathBuf {
+        self.root.join(".jucode")
+    }
+
+    /// A project directory `<root>/<name>`, made if missing.
+    pub fn project(&self, name: &str) -> PathBuf {
+        let p = self.root.join(name);
+        std::fs::create_dir_all(&p).expect("a project directory in the test's home");
+        p
+    }
+
+    /// The real daemon on this home, with the scripted engine ([`Daemon::start`]).
+    pub async fn daemon(&self) -> Daemon {
+        Daemon::start(&self.home())
+            .await
+            .expect("the daemon starts on the test's home")
+    }
+}
+
+impl Default for TestHome {
+    fn default() -> Self {
+        TestHome::new()
+    }
+}
