@@ -76,7 +76,7 @@ pub fn alive(pid: u32) -> bool {
 
 /// Whether `pid` carries this home's identity (guards against PID reuse).
 pub fn belongs(pid: u32, nonce: &str, root: &Path) -> bool {
-    match std::fs::read(format!("/proc/{pid}/environ")) {
+    match read_environ(pid) {
         Ok(env) => {
             let want_nonce = format!("{NONCE_VAR}={nonce}");
             let want_home = format!("JCODE_HOME={}", root.display());
@@ -86,6 +86,23 @@ pub fn belongs(pid: u32, nonce: &str, root: &Path) -> bool {
         // No /proc (macOS, BSD): the record itself is the identity.
         Err(_) => !Path::new("/proc/self").exists(),
     }
+}
+
+/// A live process's environment. A read that races the process's `exec` (the fake daemon is
+/// `sh -c "exec …"`) can find the old image's memory already gone and return nothing; a live
+/// process started with our variables never has an empty environment, so an empty read is
+/// tried again for a short while.
+fn read_environ(pid: u32) -> std::io::Result<Vec<u8>> {
+    let path = format!("/proc/{pid}/environ");
+    let mut env = std::fs::read(&path)?;
+    for _ in 0..20 {
+        if !env.is_empty() || !alive(pid) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        env = std::fs::read(&path)?;
+    }
+    Ok(env)
 }
 
 /// Daemon PIDs the private home's `servers.json` records.
