@@ -68,6 +68,7 @@ pub async fn run(args: ServeArgs) -> Result<()> {
             extra_dirs: args.extra_dirs,
             options: Object::new(),
             resume: args.resume,
+            agent: None,
         })
         .context("start the session")?;
     emit(

@@ -6,6 +6,7 @@
 //! reading at [`EngineFactory`]; [`process::ServeProcess`] runs any program that speaks the
 //! serve protocol v2 on its stdio.
 
+pub mod agent;
 pub mod process;
 
 use std::path::PathBuf;
@@ -27,6 +28,9 @@ pub struct StartSpec {
     pub options: Object,
     /// Continue a conversation saved earlier under this id rather than start a new one.
     pub resume: bool,
+    /// The long-lived agent this session runs as, when it is one. Its settings (approval
+    /// mode, sandbox, network, directories, command rules) come in `options` like a client's.
+    pub agent: Option<agent::AgentSeat>,
 }
 
 /// What comes out of a running engine.

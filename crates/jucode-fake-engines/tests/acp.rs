@@ -130,6 +130,7 @@ async fn an_acp_session_needs_a_command() {
             extra_dirs: vec![],
             options: obj(json!({})),
             resume: false,
+            agent: None,
         },
     )
     .unwrap_err()

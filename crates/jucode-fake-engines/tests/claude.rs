@@ -318,6 +318,7 @@ async fn a_missing_binary_names_where_it_looked() {
             extra_dirs: vec![],
             options: obj(options),
             resume: false,
+            agent: None,
         },
     )
     .unwrap_err()

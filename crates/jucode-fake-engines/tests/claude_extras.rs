@@ -218,6 +218,7 @@ async fn start_options_are_applied_and_kept_across_a_restart() {
                 json!({"fast": "yes"}),
             )),
             resume: false,
+            agent: None,
         },
     )
     .unwrap_err()

@@ -119,6 +119,7 @@ pub fn start(
             extra_dirs: Vec::new(),
             options: obj(options),
             resume,
+            agent: None,
         })
         .expect("the engine starts")
 }

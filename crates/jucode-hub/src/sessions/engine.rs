@@ -42,6 +42,7 @@ impl Hub {
             extra_dirs,
             options,
             resume,
+            agent: None,
         })?;
         inner.sessions.next_generation += 1;
         let generation = inner.sessions.next_generation;

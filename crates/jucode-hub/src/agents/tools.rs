@@ -1,0 +1,81 @@
+//! The agent tools (`message_agent`, `timer`, `brief`, `question`, `report`): one entry point
+//! for every engine, whether it calls in process (jucode, through [`HubAgentHost`]) or over
+//! the stdio MCP server (Claude Code, Codex, with a session capability).
+//!
+//! Each tool belongs to its area, which defines it (name, description, argument schema) and
+//! runs it; this file only lists them and picks one by name.
+
+use std::sync::{Arc, Weak};
+
+use jucode_engine::agent::{AgentHost, McpLaunch, ToolDef, ToolFuture};
+use serde_json::Value;
+
+use crate::Hub;
+use crate::error::OpError;
+
+/// Who calls a tool: the agent and the session it runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Caller {
+    pub(crate) agent: String,
+    pub(crate) session: String,
+}
+
+/// Why a tool call failed; the text is what the model is shown.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToolError {
+    #[error("unknown tool {0}")]
+    Unknown(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Op(#[from] OpError),
+}
+
+/// Every agent tool, as a model sees it.
+pub(crate) fn defs() -> Vec<ToolDef> {
+    Vec::new()
+}
+
+/// Runs tool `name` for `caller`.
+pub(crate) async fn call(
+    hub: &Arc<Hub>,
+    caller: &Caller,
+    name: &str,
+    args: Value,
+) -> Result<Value, ToolError> {
+    let _ = (hub, caller, args);
+    Err(ToolError::Unknown(name.to_string()))
+}
+
+/// The hub's [`AgentHost`] for one agent session. Holds the hub weakly: an engine outliving
+/// the hub (at shutdown) gets errors, not a hub kept alive.
+pub(crate) struct HubAgentHost {
+    pub(crate) hub: Weak<Hub>,
+    pub(crate) caller: Caller,
+}
+
+impl AgentHost for HubAgentHost {
+    fn prompt(&self) -> String {
+        String::new()
+    }
+
+    fn tools(&self) -> Vec<ToolDef> {
+        defs()
+    }
+
+    fn call(&self, name: &str, args: Value) -> ToolFuture {
+        let hub = self.hub.clone();
+        let caller = self.caller.clone();
+        let name = name.to_string();
+        Box::pin(async move {
+            let hub = hub.upgrade().ok_or("the daemon is stopping")?;
+            call(&hub, &caller, &name, args)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn mcp_server(&self) -> Option<McpLaunch> {
+        None
+    }
+}
