@@ -98,6 +98,7 @@ struct Inner {
     actions: actions::Actions,
     devices: devices::Devices,
     workspaces: workspaces::Workspaces,
+    #[allow(dead_code)]
     agents: agents::Agents,
     settings: Settings,
 }
