@@ -92,6 +92,9 @@ pub(crate) struct AgentConfig {
     pub(crate) project: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) workspace: Option<String>,
+    /// The engine its sessions run on (`jucode` when absent); not in the spec's table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) engine: Option<String>,
     /// When it was created, in ms (0 for agents written by hand).
     #[serde(default)]
     pub(crate) created_at: u64,

@@ -26,15 +26,16 @@ impl Hub {
         resume: bool,
         transcript: Option<Vec<TranscriptItem>>,
     ) -> Result<(), SessionError> {
-        let (engine, cwd, chat) = {
+        let (engine, cwd, chat, agent) = {
             let s = inner.sessions.get(session)?;
-            (s.engine.clone(), s.cwd.clone(), s.chat)
+            (s.engine.clone(), s.cwd.clone(), s.chat, s.agent.clone())
         };
         let factory = self.engine_factory(&engine)?;
         let mut options = options;
         if chat {
             options.insert("chat".into(), Value::Bool(true));
         }
+        let seat = agent.and_then(|agent| self.agent_seat(inner, session, &agent, &mut options));
         let extra_dirs = inner.workspaces.dirs_for(&cwd);
         let handle = factory.start(StartSpec {
             session: session.to_string(),
@@ -42,7 +43,7 @@ impl Hub {
             extra_dirs,
             options,
             resume,
-            agent: None,
+            agent: seat,
         })?;
         inner.sessions.next_generation += 1;
         let generation = inner.sessions.next_generation;

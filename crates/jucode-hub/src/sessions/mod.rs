@@ -2,6 +2,7 @@
 //! the session ops ([`ops`]), ops forwarded to a session's engine ([`forward`]) and the task
 //! that carries an engine's events ([`engine`]).
 
+mod agent;
 mod engine;
 mod forward;
 mod log;
@@ -63,8 +64,10 @@ pub(crate) enum SessionError {
     EngineUnavailable(&'static str),
     #[error(transparent)]
     Engine(#[from] jucode_engine::EngineError),
-    #[error("agents are not available in this daemon yet")]
-    NoAgents,
+    #[error("unknown agent {0}")]
+    UnknownAgent(String),
+    #[error("agent {agent}: its directory {cwd} does not exist")]
+    AgentCwd { agent: String, cwd: String },
     #[error("session_create needs cwd, agent or chat: true")]
     CreateNeedsCwd,
     #[error(transparent)]

@@ -99,10 +99,13 @@ pub(super) async fn history(cx: &OpCx<'_>, cwd: String) {
 
 pub(super) fn create(cx: &OpCx<'_>, req: CreateRequest) -> Result<(), SessionError> {
     let hub = cx.hub;
-    let engine = req.engine.unwrap_or_else(default_engine);
+    let engine = req.engine.clone().unwrap_or_else(default_engine);
     check_options(hub.runs_named_program(&engine), &req.options, &cx.auth)?;
-    if req.agent.is_some() {
-        return Err(SessionError::NoAgents);
+    if let Some(agent) = req.agent {
+        let mut inner = hub.lock();
+        let session = hub.start_agent_session(&mut inner, &agent, req.engine, req.options)?;
+        cx.reply_locked(&mut inner, DaemonEvent::SessionCreated { session });
+        return Ok(());
     }
     let cwd = if req.chat {
         let chats = hub.config.home.join("chats");
