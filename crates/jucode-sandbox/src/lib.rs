@@ -6,9 +6,14 @@
 //! - [`check_read`] and [`check_write`] apply the same rules to paths the file tools touch,
 //!   after resolving symlinks (in `rules.rs`; the resolver is in `resolve.rs`).
 //!
+//! Beside them, [`commands::decide`] applies an agent's command rules (`allow`, `ask`,
+//! `forbid` by word prefix) to a shell command, so the engine knows whether an escalation may
+//! run, must ask a person, or never runs.
+//!
 //! Everything fails closed: a policy that cannot be expressed is an error, never a looser run.
 
 mod bwrap;
+pub mod commands;
 mod error;
 mod resolve;
 mod rules;
@@ -16,6 +21,7 @@ mod rules;
 use std::path::PathBuf;
 
 pub use bwrap::Sandbox;
+pub use commands::{CommandRule, RuleAction, Verdict};
 pub use error::SandboxError;
 pub use resolve::resolve_path;
 pub use rules::{check_read, check_write, checked_read_path, checked_write_path};
