@@ -24,7 +24,7 @@ use std::sync::Arc;
 use jucode_clock::{SharedClock, SystemClock};
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, EngineOutput, StartSpec};
 use jucode_protocol::{ApprovalMode, Object};
-use jucode_sandbox::{Mode, Policy, Sandbox};
+use jucode_sandbox::{CommandRule, Mode, Policy, RuleAction, Sandbox};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
@@ -61,6 +61,16 @@ impl JucodeEngine {
         self
     }
 
+    /// The same engine with a sandbox found elsewhere (a given bwrap, or why there is none)
+    /// instead of probing `bwrap` on PATH.
+    pub fn with_sandbox(self, sandbox: Result<Sandbox, String>) -> JucodeEngine {
+        let cell = OnceCell::new_with(Some(sandbox.map(Arc::new)));
+        JucodeEngine {
+            sandbox: Arc::new(cell),
+            ..self
+        }
+    }
+
     /// The jucode home this engine reads its config from.
     pub fn home(&self) -> &Path {
         &self.home
@@ -74,7 +84,63 @@ struct Options {
     chat: bool,
     sandbox: Mode,
     network: bool,
+    /// The agent's `directories`: (path, writable).
+    directories: Vec<(PathBuf, bool)>,
+    command_rules: Vec<CommandRule>,
     warning: Option<String>,
+}
+
+/// `directories`: absolute paths with mode `rw` or `ro`. A bad entry is left out with a
+/// warning, except an unknown mode, which is taken as `ro` (never more access than asked).
+fn read_directories(value: Option<&Value>, warnings: &mut Vec<String>) -> Vec<(PathBuf, bool)> {
+    let mut out = Vec::new();
+    for entry in value.and_then(Value::as_array).into_iter().flatten() {
+        let Some(path) = entry.get("path").and_then(Value::as_str) else {
+            warnings.push(format!("directory {entry} has no path; left out"));
+            continue;
+        };
+        let path = PathBuf::from(path);
+        if !path.is_absolute() {
+            warnings.push(format!(
+                "directory {} is not an absolute path; left out",
+                path.display()
+            ));
+            continue;
+        }
+        let writable = match entry.get("mode").and_then(Value::as_str) {
+            Some("rw") => true,
+            Some("ro") => false,
+            other => {
+                warnings.push(format!(
+                    "directory {} has mode {} (expected ro or rw); taken as ro",
+                    path.display(),
+                    other.unwrap_or("(none)")
+                ));
+                false
+            }
+        };
+        out.push((path, writable));
+    }
+    out
+}
+
+/// `command_rules`: `{prefix, action}` each; a bad one is left out with a warning.
+fn read_rules(value: Option<&Value>, warnings: &mut Vec<String>) -> Vec<CommandRule> {
+    let mut out = Vec::new();
+    for entry in value.and_then(Value::as_array).into_iter().flatten() {
+        let prefix = entry.get("prefix").and_then(Value::as_str).unwrap_or("");
+        let action = entry.get("action").and_then(Value::as_str).unwrap_or("");
+        match (RuleAction::parse(action), CommandRule::new(prefix, RuleAction::Ask)) {
+            (Some(action), Some(_)) => out.extend(CommandRule::new(prefix, action)),
+            (None, _) => warnings.push(format!(
+                "command rule {entry} has action `{action}` (expected allow, ask or forbid); left out"
+            )),
+            (_, None) => warnings.push(format!(
+                "command rule {entry} has an empty prefix; left out"
+            )),
+        }
+    }
+    out
 }
 
 fn read_options(options: &Object) -> Options {
@@ -100,8 +166,12 @@ fn read_options(options: &Object) -> Options {
             Mode::WorkspaceWrite
         }),
     };
+    let directories = read_directories(options.get("directories"), &mut warnings);
+    let command_rules = read_rules(options.get("command_rules"), &mut warnings);
     Options {
         mode,
+        directories,
+        command_rules,
         model: options
             .get("model")
             .and_then(Value::as_str)
@@ -181,8 +251,48 @@ impl EngineFactory for JucodeEngine {
                     extra.push(dir);
                 }
             }
+            // An agent's sandbox is its setting: a session that needs bwrap and has none does
+            // not start, rather than run looser than configured.
+            if spec.agent.is_some()
+                && options.sandbox != Mode::FullAccess
+                && let Err(why) = &sandbox
+            {
+                let error = format!(
+                    "this agent's sandbox ({}) is not available: {why}",
+                    options.sandbox.as_str()
+                );
+                let _ = events
+                    .send(EngineOutput::Exited { error: Some(error) })
+                    .await;
+                return;
+            }
+            let mut writable = extra;
+            let mut readable = Vec::new();
+            for (dir, rw) in &options.directories {
+                if *rw {
+                    // A rw directory must exist to be bound writable.
+                    if let Ok(dir) = tokio::fs::canonicalize(dir).await
+                        && dir.is_dir()
+                        && !writable.contains(&dir)
+                    {
+                        writable.push(dir);
+                    }
+                } else {
+                    // A ro one is kept even when missing, so creating it later still finds
+                    // it read-only.
+                    let dir = jucode_sandbox::resolve_path(Path::new("/"), dir)
+                        .unwrap_or_else(|_| dir.clone());
+                    if !readable.contains(&dir) {
+                        readable.push(dir);
+                    }
+                }
+            }
             let mut roots = vec![cwd.clone()];
-            roots.extend(extra.iter().cloned());
+            for dir in writable.iter().chain(&readable) {
+                if !roots.contains(dir) {
+                    roots.push(dir.clone());
+                }
+            }
             let bash_timeout_ms =
                 config::Config::load(&home.join("config.json"), |v| std::env::var(v).ok())
                     .map_or(config::DEFAULT_BASH_TIMEOUT_MS, |c| c.bash_timeout_ms);
@@ -190,8 +300,8 @@ impl EngineFactory for JucodeEngine {
                 policy: Policy {
                     mode: options.sandbox,
                     cwd: cwd.clone(),
-                    writable: extra.clone(),
-                    readable: Vec::new(),
+                    writable,
+                    readable,
                     network: options.network,
                     user_home,
                     jucode_home: home.clone(),
@@ -208,11 +318,12 @@ impl EngineFactory for JucodeEngine {
                     cwd,
                     home,
                     chat: options.chat,
-                    extra_dirs: extra,
                     env,
                     mode: options.mode,
                     model: options.model,
                     resume: spec.resume,
+                    seat: spec.agent,
+                    command_rules: options.command_rules,
                     version,
                     warning: options.warning,
                 },
@@ -249,5 +360,58 @@ mod tests {
             warning.contains("yolo") && warning.contains("open"),
             "{warning}"
         );
+    }
+
+    #[test]
+    fn directories_and_command_rules_are_read_and_bad_entries_warned_about() {
+        let obj = |v: Value| v.as_object().cloned().unwrap();
+        let o = read_options(&obj(json!({
+            "directories": [
+                {"path": "/data", "mode": "rw"},
+                {"path": "/docs", "mode": "ro"},
+                {"path": "/odd", "mode": "RW"},
+                {"path": "relative", "mode": "rw"},
+                {"mode": "rw"},
+            ],
+            "command_rules": [
+                {"prefix": "git push", "action": "ask"},
+                {"prefix": "npm  publish", "action": "forbid"},
+                {"prefix": "rm", "action": "deny"},
+                {"prefix": "  ", "action": "allow"},
+            ],
+        })));
+        assert_eq!(
+            o.directories,
+            vec![
+                (PathBuf::from("/data"), true),
+                (PathBuf::from("/docs"), false),
+                (PathBuf::from("/odd"), false),
+            ]
+        );
+        let rules: Vec<(String, RuleAction)> = o
+            .command_rules
+            .iter()
+            .map(|r| (r.prefix(), r.action()))
+            .collect();
+        assert_eq!(
+            rules,
+            vec![
+                ("git push".to_string(), RuleAction::Ask),
+                ("npm publish".to_string(), RuleAction::Forbid),
+            ]
+        );
+        let warning = o.warning.unwrap();
+        for part in [
+            "taken as ro",
+            "relative",
+            "no path",
+            "`deny`",
+            "empty prefix",
+        ] {
+            assert!(warning.contains(part), "{part}: {warning}");
+        }
+        let o = read_options(&obj(json!({})));
+        assert!(o.directories.is_empty() && o.command_rules.is_empty());
+        assert!(o.warning.is_none());
     }
 }

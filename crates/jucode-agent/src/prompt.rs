@@ -3,35 +3,50 @@
 
 use std::path::{Path, PathBuf};
 
+use jucode_sandbox::{Mode, Policy};
+
 /// Project instruction files read from cwd, in order.
 const INSTRUCTION_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
 /// How much of one instruction file goes into the prompt.
 const MAX_INSTRUCTIONS: usize = 64 * 1024;
 
-/// The prompt of a coding session in `cwd`.
-pub fn coding(cwd: &Path, extra_dirs: &[PathBuf], sandboxed: bool) -> String {
+/// The prompt of a coding session in `cwd`, under `policy` (its mode, writable and read-only
+/// directories, network).
+pub fn coding(cwd: &Path, policy: &Policy) -> String {
+    let list = |dirs: &[PathBuf]| {
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut prompt = format!(
         "You are jucode, a coding agent working in {cwd}. You help the user with software tasks by reading and changing files and running commands through your tools.\n\n\
          Tools: bash runs shell commands in {cwd}; read reads files; write creates or overwrites files; str_replace edits a file by replacing one exact piece of text; ripgrep searches contents or lists files and honours .gitignore.\n\
          Paths are relative to {cwd}; you may only touch files inside it{extra}.\n",
         cwd = cwd.display(),
-        extra = if extra_dirs.is_empty() {
+        extra = if policy.writable.is_empty() {
             String::new()
         } else {
-            format!(
-                " and these directories: {}",
-                extra_dirs
-                    .iter()
-                    .map(|d| d.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!(" and these directories: {}", list(&policy.writable))
         }
     );
-    if sandboxed {
-        prompt.push_str(
+    if !policy.readable.is_empty() {
+        prompt.push_str(&format!(
+            "You may read, but never write, these directories: {}.\n",
+            list(&policy.readable)
+        ));
+    }
+    match policy.mode {
+        Mode::FullAccess => {}
+        Mode::WorkspaceWrite => prompt.push_str(
             "Commands run in a sandbox: the workspace is writable, .git, .jucode and .agents are read-only, credentials are hidden. When a command must leave the sandbox (for example git commit, or writing elsewhere), call bash with escalate: true and a justification; it then waits for approval.\n",
-        );
+        ),
+        Mode::ReadOnly => prompt.push_str(
+            "This session is read-only: commands run in a sandbox where nothing is writable but a private /tmp, credentials are hidden, and the file tools cannot write. When a command must change something, call bash with escalate: true and a justification; it then waits for approval.\n",
+        ),
+    }
+    if policy.mode != Mode::FullAccess && !policy.network {
+        prompt.push_str("Sandboxed commands have no network access.\n");
     }
     prompt.push_str(
         "Some calls need the user's approval; if one is denied, do not retry it, and ask how to go on. If a call is submitted for confirmation, continue with what does not depend on it.\n\
@@ -148,9 +163,29 @@ mod tests {
     fn project_instructions_join_coding_prompts_only() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("AGENTS.md"), "Use tabs.").unwrap();
-        let prompt = coding(dir.path(), &[], true);
+        let mut policy = Policy {
+            mode: Mode::WorkspaceWrite,
+            cwd: dir.path().to_path_buf(),
+            writable: vec![],
+            readable: vec![],
+            network: true,
+            user_home: dir.path().to_path_buf(),
+            jucode_home: dir.path().join(".jucode"),
+        };
+        let prompt = coding(dir.path(), &policy);
         assert!(prompt.contains("# Project instructions (AGENTS.md)\n\nUse tabs."));
         assert!(prompt.contains("escalate: true"));
+        assert!(!prompt.contains("read-only:") && !prompt.contains("no network"));
+        policy.mode = Mode::ReadOnly;
+        policy.network = false;
+        policy.readable = vec![PathBuf::from("/docs")];
+        let prompt = coding(dir.path(), &policy);
+        assert!(prompt.contains("This session is read-only"), "{prompt}");
+        assert!(prompt.contains("no network access"), "{prompt}");
+        assert!(
+            prompt.contains("never write, these directories: /docs"),
+            "{prompt}"
+        );
         assert!(!chat(dir.path()).contains("Use tabs."));
     }
 

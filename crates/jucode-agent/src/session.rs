@@ -23,8 +23,10 @@ use std::time::Duration;
 
 use jucode_clock::{Clock, SystemClock};
 use jucode_engine::EngineOutput;
+use jucode_engine::agent::AgentSeat;
 use jucode_protocol::serve::{Event, TranscriptItem};
 use jucode_protocol::{ApprovalMode, Object};
+use jucode_sandbox::{CommandRule, RuleAction};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -60,7 +62,7 @@ pub fn gate(mode: ApprovalMode, kind: Kind, allowlisted: bool) -> Gate {
     use ApprovalMode as M;
     let run = |sandboxed| Gate::Run { sandboxed };
     match kind {
-        Kind::Read => run(true),
+        Kind::Read | Kind::Agent => run(true),
         _ if allowlisted => run(kind == Kind::Command && mode != M::FullAccess),
         Kind::Edit => match mode {
             M::Manual | M::Plan => Gate::Ask,
@@ -93,6 +95,8 @@ enum Answer {
 struct Pending {
     call: ToolCall,
     prepared: Prepared,
+    /// Asked because a command rule says `ask`: a person answers, whatever the mode becomes.
+    by_rule: bool,
     tx: oneshot::Sender<Answer>,
 }
 
@@ -132,8 +136,11 @@ pub(crate) struct Ctx {
     home: PathBuf,
     config_path: PathBuf,
     chat: bool,
-    extra_dirs: Vec<PathBuf>,
     env: ToolEnv,
+    /// The long-lived agent this session runs as: its prompt and tools.
+    seat: Option<AgentSeat>,
+    /// The agent's `command_rules`, for escalations (and `forbid` for every command).
+    command_rules: Vec<CommandRule>,
     version: String,
     state: Mutex<State>,
     log: Mutex<Option<SessionLog>>,
@@ -149,11 +156,12 @@ pub(crate) struct Setup {
     pub cwd: PathBuf,
     pub home: PathBuf,
     pub chat: bool,
-    pub extra_dirs: Vec<PathBuf>,
     pub env: ToolEnv,
     pub mode: ApprovalMode,
     pub model: Option<String>,
     pub resume: bool,
+    pub seat: Option<AgentSeat>,
+    pub command_rules: Vec<CommandRule>,
     pub version: String,
     /// An error to report once the startup batch is out (bad options).
     pub warning: Option<String>,
@@ -232,13 +240,33 @@ impl Ctx {
             })
     }
 
-    fn system_prompt(&self) -> String {
-        if self.chat {
+    /// The turn's system prompt; an agent's part is read again every turn (it rewrites its
+    /// brief), off the async threads since the host reads files.
+    async fn system_prompt(&self) -> String {
+        let mut prompt = if self.chat {
             prompt::chat(&self.cwd)
         } else {
-            let sandboxed = self.env.policy.mode != jucode_sandbox::Mode::FullAccess;
-            prompt::coding(&self.cwd, &self.extra_dirs, sandboxed)
+            prompt::coding(&self.cwd, &self.env.policy)
+        };
+        if let Some(seat) = &self.seat {
+            let host = seat.host.clone();
+            let agent = tokio::task::spawn_blocking(move || host.prompt())
+                .await
+                .unwrap_or_default();
+            if !agent.trim().is_empty() {
+                prompt.push('\n');
+                prompt.push_str(agent.trim_end());
+                prompt.push('\n');
+            }
         }
+        prompt
+    }
+
+    /// Whether a call cleared to run goes through the sandbox. An agent's plain commands
+    /// always do: its `sandbox` setting says where they run (full-access being no sandbox),
+    /// whatever the approval mode; otherwise the gate's or the mode's choice stands.
+    fn sandboxed(&self, prepared: &Prepared, chosen: bool) -> bool {
+        (self.seat.is_some() && prepared.kind() == Kind::Command) || chosen
     }
 
     fn model_status(&self) -> Value {
@@ -323,7 +351,7 @@ fn runs_sandboxed(prepared: &Prepared, mode: ApprovalMode) -> bool {
     match prepared.kind() {
         Kind::Command => mode != ApprovalMode::FullAccess,
         Kind::Escalation | Kind::External => false,
-        Kind::Read | Kind::Edit => true,
+        Kind::Read | Kind::Edit | Kind::Agent => true,
     }
 }
 
@@ -397,6 +425,7 @@ mod tests {
         use ApprovalMode as M;
         let run = Gate::Run { sandboxed: true };
         assert_eq!(gate(M::Manual, Kind::Read, false), run);
+        assert_eq!(gate(M::Manual, Kind::Agent, false), run);
         assert_eq!(gate(M::Manual, Kind::Edit, false), Gate::Ask);
         assert_eq!(gate(M::Manual, Kind::Command, false), Gate::Ask);
         assert_eq!(gate(M::Manual, Kind::Command, true), run);

@@ -43,8 +43,9 @@ pub(crate) async fn run(
         cwd: setup.cwd,
         home: setup.home,
         chat: setup.chat,
-        extra_dirs: setup.extra_dirs,
         env: setup.env,
+        seat: setup.seat,
+        command_rules: setup.command_rules,
         version: setup.version,
         state: Mutex::new(State {
             mode: setup.mode,
@@ -471,10 +472,11 @@ impl Actor {
             let always = state.always.clone();
             let (run, keep): (Vec<Pending>, Vec<Pending>) =
                 state.pending.drain(..).partition(|p| {
-                    matches!(
-                        gate(mode, p.prepared.kind(), always.contains(&p.call.name)),
-                        Gate::Run { .. }
-                    )
+                    !p.by_rule
+                        && matches!(
+                            gate(mode, p.prepared.kind(), always.contains(&p.call.name)),
+                            Gate::Run { .. }
+                        )
                 });
             state.pending = keep;
             run
@@ -568,11 +570,15 @@ impl Actor {
                 arguments: action.arguments.clone(),
             };
             let (output, is_error) = match ctx.prepare(&call) {
-                Ok(prepared) => {
-                    let mode = ctx.state().mode;
-                    ctx.execute(&call, &prepared, runs_sandboxed(&prepared, mode), None)
-                        .await
-                }
+                // Rules may have changed since it was deferred: forbid still never runs.
+                Ok(prepared) => match ctx.forbidden(&prepared) {
+                    Some(refusal) => (refusal, true),
+                    None => {
+                        let mode = ctx.state().mode;
+                        let sandboxed = ctx.sandboxed(&prepared, runs_sandboxed(&prepared, mode));
+                        ctx.execute(&call, &prepared, sandboxed, None).await
+                    }
+                },
                 Err(e) => (e, true),
             };
             ctx.emit(

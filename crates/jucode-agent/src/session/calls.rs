@@ -111,7 +111,36 @@ impl Ctx {
                     Err(e) => (e.to_string(), true),
                 }
             }
+            Prepared::Agent { name, arguments } => {
+                let Some(seat) = &self.seat else {
+                    return (
+                        format!("{name} is an agent tool; this session has no agent"),
+                        true,
+                    );
+                };
+                match seat.host.call(name, arguments.clone()).await {
+                    // A string result is shown as it is; anything else as JSON.
+                    Ok(Value::String(text)) => (tools::cap_output(&text), false),
+                    Ok(value) => (tools::cap_output(&value.to_string()), false),
+                    Err(e) => (tools::cap_output(&e), true),
+                }
+            }
         }
+    }
+
+    /// The refusal the model gets when a command rule forbids this call's command (checked
+    /// for every command, in the sandbox or not: a forbidden command never runs).
+    pub(super) fn forbidden(&self, prepared: &Prepared) -> Option<String> {
+        let Prepared::Bash(bash) = prepared else {
+            return None;
+        };
+        let verdict = jucode_sandbox::commands::decide(&self.command_rules, &bash.command)?;
+        (verdict.action == RuleAction::Forbid).then(|| {
+            format!(
+                "This command was not run: the agent's command rules forbid `{}`. Do not retry it or work around it; do without it, or tell the user what you needed it for.",
+                verdict.prefix
+            )
+        })
     }
 
     /// Asks the safety model whether a call may run; any failure asks a person.
@@ -148,20 +177,57 @@ impl Ctx {
         }
     }
 
-    /// Checks a call against the built-in tools and the MCP tools connected now.
+    /// Checks a call against the built-in tools, the agent tools and the MCP tools
+    /// connected now, in that order.
     pub(super) fn prepare(&self, call: &ToolCall) -> Result<Prepared, String> {
+        let agent: HashSet<String> = self.agent_tools().into_iter().map(|t| t.name).collect();
         let mcp: HashSet<String> = self.mcp.tools().into_iter().map(|t| t.name).collect();
-        tools::prepare(call, &self.env, |name| mcp.contains(name))
+        tools::prepare(call, &self.env, |name| {
+            if agent.contains(name) {
+                Some(tools::Owner::Agent)
+            } else if mcp.contains(name) {
+                Some(tools::Owner::Mcp)
+            } else {
+                None
+            }
+        })
     }
 
-    /// The built-in tools and the tools of the connected MCP servers.
+    /// The agent tools this session offers; none without a seat, and none named like a
+    /// built-in tool.
+    fn agent_tools(&self) -> Vec<ToolSpec> {
+        let Some(seat) = &self.seat else {
+            return Vec::new();
+        };
+        seat.host
+            .tools()
+            .into_iter()
+            .filter(|t| !tools::BUILTIN.contains(&t.name.as_str()))
+            .map(|t| ToolSpec {
+                name: t.name,
+                description: t.description,
+                parameters: t.parameters,
+            })
+            .collect()
+    }
+
+    /// The built-in tools, the agent tools and the tools of the connected MCP servers.
     pub(super) fn tool_specs(&self) -> Vec<ToolSpec> {
         let mut specs = tools::specs();
-        specs.extend(self.mcp.tools().into_iter().map(|t| ToolSpec {
-            name: t.name,
-            description: t.description,
-            parameters: t.input_schema,
-        }));
+        let agent = self.agent_tools();
+        let taken: HashSet<String> = agent.iter().map(|t| t.name.clone()).collect();
+        specs.extend(agent);
+        specs.extend(
+            self.mcp
+                .tools()
+                .into_iter()
+                .filter(|t| !taken.contains(&t.name))
+                .map(|t| ToolSpec {
+                    name: t.name,
+                    description: t.description,
+                    parameters: t.input_schema,
+                }),
+        );
         specs
     }
 
@@ -205,13 +271,37 @@ impl Ctx {
                 return result(e, true);
             }
         };
-        let decision = {
-            let state = self.state();
-            gate(
-                state.mode,
-                prepared.kind(),
-                state.always.contains(&call.name),
+        if let Some(text) = self.forbidden(&prepared) {
+            self.emit("tool_start", json!({"call_id": call.id, "name": call.name}))
+                .await;
+            self.emit(
+                "tool_output",
+                json!({"call_id": call.id, "name": call.name, "output": text, "is_error": true}),
             )
+            .await;
+            return result(text, true);
+        }
+        // Command rules come before the approval mode for escalations: allow runs without
+        // asking, ask always goes to a person (deferred when nobody attends).
+        let rule = match &prepared {
+            Prepared::Bash(bash) if prepared.kind() == Kind::Escalation => {
+                jucode_sandbox::commands::decide(&self.command_rules, &bash.command)
+                    .map(|v| v.action)
+            }
+            _ => None,
+        };
+        let by_rule = rule == Some(RuleAction::Ask);
+        let decision = match rule {
+            Some(RuleAction::Allow) => Gate::Run { sandboxed: false },
+            Some(RuleAction::Ask) => Gate::Ask,
+            _ => {
+                let state = self.state();
+                gate(
+                    state.mode,
+                    prepared.kind(),
+                    state.always.contains(&call.name),
+                )
+            }
         };
         let decision = match decision {
             Gate::Safety if self.safety_check(call, &prepared).await => {
@@ -222,7 +312,7 @@ impl Ctx {
         };
         let (sandboxed, hunks) = match decision {
             Gate::Run { sandboxed } => (sandboxed, None),
-            Gate::Ask | Gate::Safety => match self.ask(call, &prepared).await {
+            Gate::Ask | Gate::Safety => match self.ask(call, &prepared, by_rule).await {
                 Answer::Allow { hunks } => (runs_sandboxed(&prepared, self.state().mode), hunks),
                 Answer::Deny => {
                     let text = format!("The user denied this {} call.", call.name);
@@ -243,12 +333,13 @@ impl Ctx {
                 }
             },
         };
+        let sandboxed = self.sandboxed(&prepared, sandboxed);
         let (output, is_error) = self.run_tool(call, &prepared, sandboxed, hunks).await;
         result(output, is_error)
     }
 
     /// Waits for a person, or defers when nobody watches.
-    async fn ask(&self, call: &ToolCall, prepared: &Prepared) -> Answer {
+    async fn ask(&self, call: &ToolCall, prepared: &Prepared, by_rule: bool) -> Answer {
         let attended = self.state().attended;
         if !attended {
             return match self.defer(call, prepared).await {
@@ -261,6 +352,7 @@ impl Ctx {
         self.state().pending.push(Pending {
             call: call.clone(),
             prepared: prepared.clone(),
+            by_rule,
             tx,
         });
         self.emit("approval_request", card(call, prepared)).await;

@@ -124,7 +124,7 @@ impl Ctx {
         if near_full {
             self.compact(&client, &model, max_out, 1).await;
         }
-        let system = self.system_prompt();
+        let system = self.system_prompt().await;
         self.mcp_settled().await;
         let mut usage = Usage::default();
         let mut reply = String::new();

@@ -49,10 +49,13 @@ impl ToolEnv {
     /// Resolves a path the model gave for writing.
     pub fn write_path(&self, raw: &str) -> Result<PathBuf, String> {
         let path = self.within_roots(raw)?;
-        // File tools write like workspace-write whatever the command sandbox is: the roots
-        // were checked above, and .git/.jucode/.agents and credentials stay off limits.
+        // File tools write like workspace-write unless the session is read-only: the roots
+        // were checked above, and .git/.jucode/.agents, read-only directories and credentials
+        // stay off limits.
         let mut policy = self.policy.clone();
-        policy.mode = Mode::WorkspaceWrite;
+        if policy.mode != Mode::ReadOnly {
+            policy.mode = Mode::WorkspaceWrite;
+        }
         policy.writable = self.roots.clone();
         jucode_sandbox::checked_write_path(&policy, &path).map_err(|e| e.to_string())
     }
@@ -105,6 +108,8 @@ pub enum Kind {
     Escalation,
     /// An MCP server's tool: the engine cannot tell what it does.
     External,
+    /// One of the agent tools the hub serves (messages, timers, brief…): never asks.
+    Agent,
 }
 
 /// A checked call, ready to show and to run.
@@ -114,7 +119,15 @@ pub enum Prepared {
     Read(files::ReadCall),
     Edit(files::EditCall),
     Search(Box<search::SearchCall>),
-    Mcp { name: String, arguments: Value },
+    Mcp {
+        name: String,
+        arguments: Value,
+    },
+    /// An agent tool, run by the session's [`jucode_engine::agent::AgentHost`].
+    Agent {
+        name: String,
+        arguments: Value,
+    },
 }
 
 impl Prepared {
@@ -125,6 +138,7 @@ impl Prepared {
             Prepared::Read(_) | Prepared::Search(_) => Kind::Read,
             Prepared::Edit(_) => Kind::Edit,
             Prepared::Mcp { .. } => Kind::External,
+            Prepared::Agent { .. } => Kind::Agent,
         }
     }
 
@@ -141,7 +155,7 @@ impl Prepared {
                 false => format!("edit {}", e.display),
             },
             Prepared::Search(s) => s.summary(),
-            Prepared::Mcp { name, arguments } => {
+            Prepared::Mcp { name, arguments } | Prepared::Agent { name, arguments } => {
                 format!("{name} {}", crate::model::clip(&arguments.to_string(), 200))
             }
         }
@@ -171,12 +185,22 @@ fn args<T: DeserializeOwned>(call: &ToolCall) -> Result<T, String> {
     serde_json::from_str(text).map_err(|e| format!("invalid arguments for {}: {e}", call.name))
 }
 
-/// Checks a call's arguments and resolves what it touches. `mcp` says whether a name belongs
-/// to an MCP tool.
+/// The built-in tools' names: they come first, so no agent or MCP tool can take one.
+pub const BUILTIN: [&str; 5] = ["bash", "read", "write", "str_replace", "ripgrep"];
+
+/// Whose tool a name is, when it is not a built-in one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    Agent,
+    Mcp,
+}
+
+/// Checks a call's arguments and resolves what it touches. `owner` says whose tool a name
+/// that is not built in is (an agent tool's or an MCP server's), `None` when nobody's.
 pub fn prepare(
     call: &ToolCall,
     env: &ToolEnv,
-    mcp: impl Fn(&str) -> bool,
+    owner: impl Fn(&str) -> Option<Owner>,
 ) -> Result<Prepared, String> {
     match call.name.as_str() {
         "bash" => bash::prepare(args(call)?, env).map(Prepared::Bash),
@@ -184,19 +208,22 @@ pub fn prepare(
         "write" => files::prepare_write(args(call)?, env).map(Prepared::Edit),
         "str_replace" => files::prepare_replace(args(call)?, env).map(Prepared::Edit),
         "ripgrep" => search::prepare(args(call)?, env).map(|s| Prepared::Search(Box::new(s))),
-        name if mcp(name) => {
-            let arguments: Value = args(call)?;
-            if !arguments.is_object() {
-                return Err(format!("arguments for {name} must be a JSON object"));
+        name => match owner(name) {
+            Some(owner) => {
+                let arguments: Value = args(call)?;
+                if !arguments.is_object() {
+                    return Err(format!("arguments for {name} must be a JSON object"));
+                }
+                let name = name.to_string();
+                Ok(match owner {
+                    Owner::Agent => Prepared::Agent { name, arguments },
+                    Owner::Mcp => Prepared::Mcp { name, arguments },
+                })
             }
-            Ok(Prepared::Mcp {
-                name: name.to_string(),
-                arguments,
-            })
-        }
-        other => Err(format!(
-            "unknown tool {other} (available: bash, read, write, str_replace, ripgrep)"
-        )),
+            None => Err(format!(
+                "unknown tool {name} (available: bash, read, write, str_replace, ripgrep)"
+            )),
+        },
     }
 }
 
@@ -352,6 +379,29 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn read_only_directories_and_sessions_refuse_file_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let ro = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("vendor")).unwrap();
+        let mut env = env_in(dir.path(), &[]);
+        let ro = std::fs::canonicalize(ro.path()).unwrap();
+        env.roots.push(ro.clone());
+        env.policy.readable = vec![ro.clone(), env.cwd.join("vendor")];
+        // Readable, never writable: outside cwd and inside it.
+        assert!(env.read_path(ro.join("a").to_str().unwrap()).is_ok());
+        let err = env.write_path(ro.join("a").to_str().unwrap()).unwrap_err();
+        assert!(err.contains("read-only directory"), "{err}");
+        assert!(env.write_path("vendor/x").is_err());
+        assert!(env.write_path("src/x").is_ok());
+        env.policy.mode = Mode::ReadOnly;
+        let err = env.write_path("src/x").unwrap_err();
+        assert!(err.contains("read-only"), "{err}");
+        env.policy.mode = Mode::FullAccess;
+        assert!(env.write_path("src/x").is_ok());
+        assert!(env.write_path(".git/config").is_err());
+    }
+
+    #[test]
     fn unknown_tools_and_bad_arguments_are_errors() {
         let dir = tempfile::tempdir().unwrap();
         let env = env_in(dir.path(), &[]);
@@ -361,19 +411,34 @@ pub(crate) mod tests {
             arguments: args.into(),
         };
         assert!(
-            prepare(&call("nope", "{}"), &env, |_| false)
+            prepare(&call("nope", "{}"), &env, |_| None)
                 .unwrap_err()
                 .contains("unknown tool")
         );
         assert!(
-            prepare(&call("bash", "{\"cmd\":1}"), &env, |_| false)
+            prepare(&call("bash", "{\"cmd\":1}"), &env, |_| None)
                 .unwrap_err()
                 .contains("invalid arguments")
         );
+        let owner = |n: &str| match n {
+            "srv__t" => Some(Owner::Mcp),
+            "timer" | "bash" => Some(Owner::Agent),
+            _ => None,
+        };
         assert!(matches!(
-            prepare(&call("srv__t", "{}"), &env, |n| n == "srv__t"),
+            prepare(&call("srv__t", "{}"), &env, owner),
             Ok(Prepared::Mcp { .. })
         ));
+        let timer = prepare(&call("timer", "{\"action\":\"list\"}"), &env, owner).unwrap();
+        assert_eq!(timer.kind(), Kind::Agent);
+        assert!(
+            prepare(&call("timer", "[1]"), &env, owner)
+                .unwrap_err()
+                .contains("JSON object")
+        );
+        // A built-in name stays the built-in tool whoever else claims it.
+        let bash = prepare(&call("bash", "{\"command\":\"ls\"}"), &env, owner).unwrap();
+        assert_eq!(bash.kind(), Kind::Command);
     }
 
     #[test]
