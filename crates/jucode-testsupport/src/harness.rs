@@ -48,6 +48,7 @@ pub struct HarnessBuilder {
     start: jiff::Timestamp,
     engines: Vec<String>,
     opens_at_startup: bool,
+    agents: Vec<String>,
 }
 
 impl HarnessBuilder {
@@ -71,11 +72,25 @@ impl HarnessBuilder {
         self
     }
 
+    /// An agent `id` (named after itself, working in the user's home) on disk before the hub
+    /// opens, since the hub reads agents at its start.
+    pub fn agent(mut self, id: &str) -> Self {
+        self.agents.push(id.to_string());
+        self
+    }
+
     /// Opens the hub.
     pub fn open(self) -> Result<Harness> {
         let dir = tempfile::tempdir().context("make a temporary home")?;
         let user_home = dir.path().to_path_buf();
         let home = user_home.join(".jucode");
+        for id in &self.agents {
+            let agent_dir = home.join("agents").join(id);
+            std::fs::create_dir_all(&agent_dir).context("make an agent directory")?;
+            let config = serde_json::json!({"name": id, "cwd": user_home});
+            std::fs::write(agent_dir.join("agent.json"), config.to_string())
+                .context("write agent.json")?;
+        }
         let clock = ManualClock::new(self.start);
         let engines = ScriptedEngines::new(self.opens_at_startup);
         let factory: Arc<dyn EngineFactory> = Arc::new(engines.clone());
@@ -115,6 +130,7 @@ impl Harness {
             start: START.parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH),
             engines: vec!["jucode".into()],
             opens_at_startup: false,
+            agents: Vec::new(),
         }
     }
 
