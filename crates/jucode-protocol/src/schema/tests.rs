@@ -52,7 +52,11 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
     typed.extend(variants::<PushOp>(&mut generator, "op").keys().cloned());
     typed.extend(variants::<McpOp>(&mut generator, "op").keys().cloned());
     typed.extend(variants::<TimersOp>(&mut generator, "op").keys().cloned());
-    typed.extend(variants::<QuestionsOp>(&mut generator, "op").keys().cloned());
+    typed.extend(
+        variants::<QuestionsOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
     typed.extend(variants::<ReportsOp>(&mut generator, "op").keys().cloned());
     let built: BTreeSet<String> = OPS
         .iter()
