@@ -34,7 +34,10 @@ async fn call(session: &ScriptedSession, tool: &str, args: Value) -> Result<Valu
 }
 
 fn harness() -> Harness {
-    Harness::builder().agent("ops").open().unwrap()
+    Harness::builder()
+        .agent("ops", json!({"name": "ops", "cwd": std::env::temp_dir()}))
+        .open()
+        .unwrap()
 }
 
 #[tokio::test]

@@ -48,7 +48,7 @@ pub struct HarnessBuilder {
     start: jiff::Timestamp,
     engines: Vec<String>,
     opens_at_startup: bool,
-    agents: Vec<String>,
+    agents: Vec<(String, Value)>,
 }
 
 impl HarnessBuilder {
@@ -72,10 +72,10 @@ impl HarnessBuilder {
         self
     }
 
-    /// An agent `id` (named after itself, working in the user's home) on disk before the hub
-    /// opens, since the hub reads agents at its start.
-    pub fn agent(mut self, id: &str) -> Self {
-        self.agents.push(id.to_string());
+    /// An agent the hub finds at start: `config` is its `agent.json` (`name` and `cwd` at
+    /// least), written to `<home>/agents/<id>/` before the hub opens.
+    pub fn agent(mut self, id: &str, config: Value) -> Self {
+        self.agents.push((id.to_string(), config));
         self
     }
 
@@ -84,10 +84,9 @@ impl HarnessBuilder {
         let dir = tempfile::tempdir().context("make a temporary home")?;
         let user_home = dir.path().to_path_buf();
         let home = user_home.join(".jucode");
-        for id in &self.agents {
+        for (id, config) in &self.agents {
             let agent_dir = home.join("agents").join(id);
             std::fs::create_dir_all(&agent_dir).context("make an agent directory")?;
-            let config = serde_json::json!({"name": id, "cwd": user_home});
             std::fs::write(agent_dir.join("agent.json"), config.to_string())
                 .context("write agent.json")?;
         }
