@@ -608,6 +608,25 @@ async fn deleting_an_agent_cancels_its_timers_and_closes_its_questions() {
 }
 
 #[tokio::test]
+async fn a_deadline_of_an_agent_removed_by_hand_closes_its_question() {
+    let home = Home::new();
+    let id = {
+        let hub = home.open();
+        ask(&hub, json!({"title":"t","due_in_seconds":60})).await
+    };
+    std::fs::remove_dir_all(home.home().join("agents/ops")).unwrap();
+    home.advance_secs(60);
+    let hub = home.open();
+    let mut out = Outbox::default();
+    out.tick(&mut hub.lock(), home.now());
+    assert!(out.sent.is_empty());
+    let (open, closed) = questions_event(&hub);
+    assert!(open.is_empty());
+    assert_eq!(closed[0]["id"], id.as_str());
+    assert_eq!(closed[0]["closed_by"], "agent_deleted");
+}
+
+#[tokio::test]
 async fn bad_question_and_report_input_is_refused_and_changes_nothing() {
     let home = Home::new();
     let hub = home.open();

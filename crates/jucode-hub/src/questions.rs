@@ -411,6 +411,15 @@ pub(crate) fn deliver_overdue(
         let Ok(q) = inner.questions.open_one(&id) else {
             continue;
         };
+        if !inner.agents.map.contains_key(&q.agent) {
+            // Its agent is gone (removed by hand while the daemon was down): nobody to tell.
+            tracing::warn!("question {id}: agent {} is gone; closed", q.agent);
+            match inner.questions.answered(&id, None, By::AgentDeleted) {
+                Ok(()) => changed = true,
+                Err(e) => tracing::warn!("question {id}: {e}"),
+            }
+            continue;
+        }
         let default = q.default.clone();
         let msg = NewMessage {
             to: q.agent.clone(),
