@@ -191,6 +191,11 @@ impl Daemon {
         }
     }
 
+    /// The daemon's process id, while it runs (the timers bench reads `/proc/<pid>`).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// SIGKILL: no shutdown at all, as a crash or power cut would leave things.
     pub async fn kill9(&mut self) -> Result<()> {
         self.child.start_kill().context("killing the daemon")?;

@@ -35,8 +35,6 @@ pub(crate) enum ActionError {
     NotOpen(String),
     #[error("action {0} is not closed")]
     NotClosed(String),
-    #[error("questions are not available in this daemon yet")]
-    NoQuestions,
     #[error("unknown item kind `{0}` (expected question or action)")]
     UnknownKind(String),
 }
@@ -302,21 +300,32 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: ActionsOp) -> Result<(), OpError> {
         ActionsOp::ItemClose { kind, item, reason } => (kind, item, reason, true),
         ActionsOp::ItemReopen { kind, item } => (kind, item, None, false),
     };
-    match kind.as_str() {
-        "action" => {}
-        "question" => return Err(ActionError::NoQuestions.into()),
-        _ => return Err(ActionError::UnknownKind(kind).into()),
-    }
     let mut inner = cx.hub.lock();
+    let session = match (kind.as_str(), closing) {
+        ("action", true) => inner.actions.close(&item, reason).map(|()| None)?,
+        ("action", false) => inner.actions.reopen(&item)?,
+        ("question", true) => inner.questions.close(&item, reason).map(|()| None)?,
+        ("question", false) => Some(inner.questions.reopen(&item)?),
+        _ => return Err(ActionError::UnknownKind(kind).into()),
+    };
     let reply = if closing {
-        inner.actions.close(&item, reason)?;
         DaemonEvent::ItemClosed { item }
     } else {
-        inner.actions.reopen(&item)?;
         DaemonEvent::ItemReopened { item }
     };
     cx.reply_locked(&mut inner, reply);
-    let list = inner.actions.event();
-    cx.broadcast_list(&mut inner, list);
+    if kind == "action" {
+        let list = inner.actions.event();
+        cx.broadcast_list(&mut inner, list);
+    } else {
+        inner.broadcast_questions();
+    }
+    // A reopened item brings its session back out of the archive.
+    if let Some(session) = session {
+        let at = cx.hub.config.clock.now_ms();
+        if inner.sessions.unarchive(&session, at)? {
+            inner.broadcast_sessions();
+        }
+    }
     Ok(())
 }

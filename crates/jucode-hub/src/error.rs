@@ -10,7 +10,10 @@ use crate::actions::ActionError;
 use crate::devices::DeviceError;
 use crate::mcp::McpError;
 use crate::paths::PathError;
+use crate::questions::QuestionError;
+use crate::reports::ReportError;
 use crate::sessions::SessionError;
+use crate::timers::TimerError;
 use crate::workspaces::WorkspaceError;
 
 /// An op's failure: the router answers it as an error frame carrying the request's id.
@@ -37,6 +40,12 @@ pub(crate) enum OpError {
     Mcp(#[from] McpError),
     #[error(transparent)]
     Paths(#[from] PathError),
+    #[error(transparent)]
+    Timers(#[from] TimerError),
+    #[error(transparent)]
+    Questions(#[from] QuestionError),
+    #[error(transparent)]
+    Reports(#[from] ReportError),
 }
 
 /// A file the hub could not read or write, named.

@@ -23,12 +23,17 @@ mod clients;
 mod cx;
 mod devices;
 mod error;
+#[cfg(test)]
+mod items_tests;
 mod mcp;
 #[allow(dead_code)]
 mod messages;
 mod paths;
+mod questions;
+mod reports;
 mod router;
 mod sessions;
+mod timers;
 mod util;
 mod workspaces;
 
@@ -100,6 +105,9 @@ struct Inner {
     workspaces: workspaces::Workspaces,
     #[allow(dead_code)]
     agents: agents::Agents,
+    timers: timers::Timers,
+    questions: questions::Questions,
+    reports: reports::Reports,
     settings: Settings,
 }
 
@@ -115,6 +123,9 @@ impl Hub {
         let settings: Settings =
             jucode_store::read_json(&store.path("settings.json"))?.unwrap_or_default();
         let agents = agents::Agents::open(&config.home)?;
+        let timers = timers::Timers::open(&store, config.clock.clone())?;
+        let questions = questions::Questions::open(&store, config.clock.clone())?;
+        let reports = reports::Reports::open(&store, config.clock.clone())?;
         Ok(Arc::new(Hub {
             config,
             token,
@@ -126,6 +137,9 @@ impl Hub {
                 devices,
                 workspaces,
                 agents,
+                timers,
+                questions,
+                reports,
                 settings,
             }),
         }))
@@ -178,14 +192,11 @@ impl Hub {
             },
             inner.sessions.list_event(),
             inner.workspaces.event(),
-            // Agents, scheduled tasks, questions, dispatches and requirements are not built
-            // yet: their lists are empty (docs/DECISIONS.md).
+            // Agents, scheduled tasks, dispatches and requirements are not built yet: their
+            // lists are empty (docs/DECISIONS.md).
             DaemonEvent::Agents { agents: vec![] },
             DaemonEvent::Schedules { schedules: vec![] },
-            DaemonEvent::Questions {
-                questions: vec![],
-                closed: vec![],
-            },
+            inner.questions.event(),
             inner.actions.event(),
             DaemonEvent::Dispatches { dispatches: vec![] },
             DaemonEvent::Requirements {

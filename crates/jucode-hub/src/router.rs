@@ -8,7 +8,10 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 
 use crate::cx::OpCx;
 use crate::error::OpError;
-use crate::{ClientId, Hub, actions, devices, mcp, sessions, to_value, workspaces};
+use crate::{
+    ClientId, Hub, actions, devices, mcp, questions, reports, sessions, timers, to_value,
+    workspaces,
+};
 
 impl Hub {
     /// Handles one text frame from `client`. Replies and broadcasts are queued on the clients'
@@ -70,5 +73,8 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Devices(op) => devices::handle(cx, op),
         DaemonOp::Push(op) => devices::push::handle(cx, op).await,
         DaemonOp::Mcp(op) => mcp::handle(cx, op),
+        DaemonOp::Timers(op) => timers::handle(cx, op),
+        DaemonOp::Questions(op) => questions::handle(cx, op),
+        DaemonOp::Reports(op) => reports::handle(cx, op),
     }
 }

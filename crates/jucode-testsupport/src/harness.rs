@@ -48,6 +48,7 @@ pub struct HarnessBuilder {
     start: jiff::Timestamp,
     engines: Vec<String>,
     opens_at_startup: bool,
+    agents: Vec<(String, Value)>,
 }
 
 impl HarnessBuilder {
@@ -71,11 +72,24 @@ impl HarnessBuilder {
         self
     }
 
+    /// An agent the hub finds at start: `config` is its `agent.json` (`name` and `cwd` at
+    /// least), written to `<home>/agents/<id>/` before the hub opens.
+    pub fn agent(mut self, id: &str, config: Value) -> Self {
+        self.agents.push((id.to_string(), config));
+        self
+    }
+
     /// Opens the hub.
     pub fn open(self) -> Result<Harness> {
         let dir = tempfile::tempdir().context("make a temporary home")?;
         let user_home = dir.path().to_path_buf();
         let home = user_home.join(".jucode");
+        for (id, config) in &self.agents {
+            let agent_dir = home.join("agents").join(id);
+            std::fs::create_dir_all(&agent_dir).context("make an agent directory")?;
+            std::fs::write(agent_dir.join("agent.json"), config.to_string())
+                .context("write agent.json")?;
+        }
         let clock = ManualClock::new(self.start);
         let engines = ScriptedEngines::new(self.opens_at_startup);
         let factory: Arc<dyn EngineFactory> = Arc::new(engines.clone());
@@ -115,6 +129,7 @@ impl Harness {
             start: START.parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH),
             engines: vec!["jucode".into()],
             opens_at_startup: false,
+            agents: Vec::new(),
         }
     }
 

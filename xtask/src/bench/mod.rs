@@ -4,6 +4,7 @@
 mod coldstart;
 mod fanout;
 mod paths;
+mod timers;
 
 use std::time::Duration;
 
@@ -28,6 +29,8 @@ struct Sizes {
     lines: usize,
     /// The engine, relay and Cotal benches.
     paths: paths::PathSizes,
+    /// Armed timers at rest.
+    timers: timers::Sizes,
 }
 
 const FULL: Sizes = Sizes {
@@ -40,6 +43,11 @@ const FULL: Sizes = Sizes {
         relay_frames: 400,
         journal_samples: 300,
     },
+    timers: timers::Sizes {
+        agents: 1_000,
+        timers: 10_000,
+        idle: Duration::from_secs(20),
+    },
 };
 
 const QUICK: Sizes = Sizes {
@@ -51,6 +59,11 @@ const QUICK: Sizes = Sizes {
         tokens: 50,
         relay_frames: 50,
         journal_samples: 30,
+    },
+    timers: timers::Sizes {
+        agents: 1_000,
+        timers: 10_000,
+        idle: Duration::from_secs(5),
     },
 };
 
@@ -172,6 +185,27 @@ async fn run_all(options: Options) -> Result<bool> {
         cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
     );
     paths::run(&sizes.paths).await?;
+
+    println!();
+    let rest = timers::run(&bins, &sizes.timers).await?;
+    println!(
+        "timers at rest{mode}: {} agents, {} armed timers, idle {} s each; goal: RSS under 2x idle, CPU under 1% of a core",
+        thousands(sizes.timers.agents as f64),
+        thousands(sizes.timers.timers as f64),
+        sizes.timers.idle.as_secs()
+    );
+    println!(
+        "{:>16}  {:>16}  {:>6}  {:>14}  {:>14}",
+        "idle RSS", "armed RSS", "ratio", "idle CPU", "armed CPU"
+    );
+    println!(
+        "{:>16}  {:>16}  {:>6.2}  {:>13.3}%  {:>13.3}%",
+        format!("{} KiB", thousands(rest.idle.rss_kib as f64)),
+        format!("{} KiB", thousands(rest.armed.rss_kib as f64)),
+        rest.armed.rss_kib as f64 / (rest.idle.rss_kib as f64).max(1.0),
+        rest.idle.cpu * 100.0,
+        rest.armed.cpu * 100.0,
+    );
     if !ok {
         println!("bench: some clients did not receive every frame (see notes)");
     }

@@ -151,6 +151,7 @@ const ACTIONS: &[(&str, &[&str])] = &[
     ("sleep", &[]),
     ("ignore", &[]),
     ("mkdir", &[]),
+    ("write", &["lines", "tail"]),
     ("let", &[]),
 ];
 
@@ -454,6 +455,8 @@ impl Runner {
             let dir = self.field(step, "mkdir", false)?.unwrap_or_default();
             let dir = dir.as_str().ok_or("mkdir takes a path")?;
             std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {dir}: {e}"))
+        } else if v.contains_key("write") {
+            self.write(step)
         } else if v.contains_key("let") {
             let Some(Value::Object(map)) = self.field(step, "let", false)? else {
                 return Err("let takes an object of variables".into());
@@ -463,6 +466,27 @@ impl Runner {
         } else {
             Err("no action".into())
         }
+    }
+
+    /// Writes a file (a log to seed before a `restart`): each of `lines` as one JSON line,
+    /// then `tail` as it is (e.g. a torn last line).
+    fn write(&self, step: &Step) -> StepResult {
+        let path = self.field(step, "write", false)?.unwrap_or_default();
+        let path = path.as_str().ok_or("write takes a path")?;
+        let mut text = String::new();
+        if let Some(lines) = self.field(step, "lines", false)? {
+            for line in lines.as_array().ok_or("lines is a list of JSON values")? {
+                text.push_str(&line.to_string());
+                text.push('\n');
+            }
+        }
+        if let Some(tail) = self.field(step, "tail", false)? {
+            text.push_str(tail.as_str().ok_or("tail is a string")?);
+        }
+        if let Some(dir) = Path::new(path).parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+        }
+        std::fs::write(path, text).map_err(|e| format!("write {path}: {e}"))
     }
 
     async fn connect(&mut self, step: &Step) -> StepResult {

@@ -33,7 +33,11 @@ pub(crate) enum ToolError {
 
 /// Every agent tool, as a model sees it.
 pub(crate) fn defs() -> Vec<ToolDef> {
-    Vec::new()
+    vec![
+        crate::timers::tool_def(),
+        crate::questions::tool_def(),
+        crate::reports::tool_def(),
+    ]
 }
 
 /// Runs tool `name` for `caller`.
@@ -43,8 +47,12 @@ pub(crate) async fn call(
     name: &str,
     args: Value,
 ) -> Result<Value, ToolError> {
-    let _ = (hub, caller, args);
-    Err(ToolError::Unknown(name.to_string()))
+    match name {
+        "timer" => crate::timers::tool(hub, caller, args),
+        "question" => crate::questions::tool(hub, caller, args),
+        "report" => crate::reports::tool(hub, caller, args),
+        _ => Err(ToolError::Unknown(name.to_string())),
+    }
 }
 
 /// The hub's [`AgentHost`] for one agent session. Holds the hub weakly: an engine outliving

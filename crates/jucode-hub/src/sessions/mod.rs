@@ -322,6 +322,27 @@ impl Sessions {
         pending
     }
 
+    /// Takes `session` out of the archive (`item_reopen` of one of its items), recorded as
+    /// a `meta` record. Returns whether it was archived.
+    pub(crate) fn unarchive(&mut self, session: &str, at: u64) -> Result<bool, SessionError> {
+        if !self.map.get(session).is_some_and(|s| s.archived) {
+            return Ok(false);
+        }
+        self.append(&Record::Meta {
+            session: session.to_string(),
+            title: None,
+            archived: Some(false),
+            hidden: None,
+            group: None,
+            at,
+        })?;
+        if let Some(s) = self.map.get_mut(session) {
+            s.archived = false;
+            s.updated_at = at;
+        }
+        Ok(true)
+    }
+
     fn append(&mut self, record: &Record) -> Result<(), SessionError> {
         self.log.append(record).map_err(SessionError::Save)
     }

@@ -12,6 +12,24 @@ pub const TITLE_CHARS: usize = 200;
 pub const NAME_CHARS: usize = 200;
 /// The reason given when closing an item (`item_close`).
 pub const REASON_CHARS: usize = 2000;
+/// An answer to a question (`question_answer`).
+pub const ANSWER_CHARS: usize = 8000;
+/// What a timer says when it fires (the `timer` tool's `body`).
+pub const TIMER_BODY_CHARS: usize = 4000;
+/// How far ahead a timer may be set, in seconds (366 days).
+pub const TIMER_AHEAD_SECS: u64 = 366 * 24 * 60 * 60;
+/// A question's or a report's title (the `question` and `report` tools).
+pub const ITEM_TITLE_CHARS: usize = 200;
+/// A question's `body`.
+pub const QUESTION_BODY_CHARS: usize = 8000;
+/// A question's `assumption` and `default`.
+pub const QUESTION_NOTE_CHARS: usize = 2000;
+/// The longest `due_in_seconds` of a question (30 days).
+pub const QUESTION_DUE_MAX_SECS: u64 = 30 * 24 * 60 * 60;
+/// A question's deadline when the agent gives none (24 hours).
+pub const QUESTION_DUE_DEFAULT_SECS: u64 = 24 * 60 * 60;
+/// A report's `body`.
+pub const REPORT_BODY_CHARS: usize = 32_000;
 /// A path a client names (`cwd`, `path`, `parent`).
 pub const PATH_BYTES: usize = 4096;
 /// A session's `group` (`session_meta`), as JSON.

@@ -1,7 +1,8 @@
 //! Frames between daemon clients (desktop, phone, web page) and the daemon.
 //!
 //! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
-//! module ([`sessions`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`]).
+//! module ([`sessions`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
+//! [`timers`], [`questions`], [`reports`]).
 //! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
 //! the daemon itself sends.
 
@@ -12,7 +13,10 @@ pub mod limits;
 pub mod mcp;
 pub mod ops;
 pub mod push;
+pub mod questions;
+pub mod reports;
 pub mod sessions;
+pub mod timers;
 pub mod workspaces;
 
 use serde::{Deserialize, Serialize};
@@ -26,7 +30,10 @@ pub use devices::{DeviceInfo, DevicesOp};
 pub use mcp::McpOp;
 pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
 pub use push::{PushOp, PushResult};
+pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
+pub use reports::{ReportInfo, ReportsOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
+pub use timers::{TimerInfo, TimersOp};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
 
 /// A client frame split into its envelope and the rest.
@@ -139,6 +146,9 @@ pub enum DaemonOp {
     Devices(DevicesOp),
     Push(PushOp),
     Mcp(McpOp),
+    Timers(TimersOp),
+    Questions(QuestionsOp),
+    Reports(ReportsOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -171,6 +181,9 @@ impl DaemonOp {
             Area::Devices => read(fields).map(DaemonOp::Devices),
             Area::Push => read(fields).map(DaemonOp::Push),
             Area::Mcp => read(fields).map(DaemonOp::Mcp),
+            Area::Timers => read(fields).map(DaemonOp::Timers),
+            Area::Questions => read(fields).map(DaemonOp::Questions),
+            Area::Reports => read(fields).map(DaemonOp::Reports),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -186,7 +199,12 @@ impl DaemonOp {
             DaemonOp::Actions(op) => op.check_limits(),
             DaemonOp::Workspaces(op) => op.check_limits(),
             DaemonOp::Mcp(op) => op.check_limits(),
-            DaemonOp::Basics(_) | DaemonOp::Devices(_) | DaemonOp::Push(_) => Ok(()),
+            DaemonOp::Questions(op) => op.check_limits(),
+            DaemonOp::Basics(_)
+            | DaemonOp::Devices(_)
+            | DaemonOp::Push(_)
+            | DaemonOp::Timers(_)
+            | DaemonOp::Reports(_) => Ok(()),
         }
     }
 }
@@ -236,8 +254,28 @@ pub enum DaemonEvent {
         schedules: Vec<Value>,
     },
     Questions {
-        questions: Vec<Value>,
-        closed: Vec<Value>,
+        questions: Vec<QuestionInfo>,
+        closed: Vec<ClosedQuestion>,
+    },
+    QuestionAnswered {
+        question: String,
+    },
+    Timers {
+        timers: Vec<TimerInfo>,
+    },
+    TimerCancelled {
+        timer: String,
+    },
+    Reports {
+        reports: Vec<ReportInfo>,
+    },
+    /// The reply to `report_read`, and what every other client gets with it.
+    ReportRead {
+        report: String,
+    },
+    /// A new report, to every client.
+    ReportPosted {
+        report: ReportInfo,
     },
     Actions {
         actions: Vec<Value>,

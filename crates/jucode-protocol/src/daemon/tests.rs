@@ -113,6 +113,12 @@ fn the_table_and_the_typed_ops_agree() {
         "mcp_set": {},
         "mcp_remove": {},
         "mcp_toggle": {},
+        "timer_list": {},
+        "timer_cancel": {"timer": "tm-1"},
+        "question_list": {},
+        "question_answer": {"question": "q-1", "answer": "yes"},
+        "report_list": {},
+        "report_read": {"report": "r-1"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -139,6 +145,9 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Devices(_) => Area::Devices,
             DaemonOp::Push(_) => Area::Push,
             DaemonOp::Mcp(_) => Area::Mcp,
+            DaemonOp::Timers(_) => Area::Timers,
+            DaemonOp::Questions(_) => Area::Questions,
+            DaemonOp::Reports(_) => Area::Reports,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
@@ -262,6 +271,14 @@ fn spec_examples_round_trip() {
         json!({"type":"push_subscribed","id":1}),
         json!({"type":"push_tested","results":[{"service":"push.example","status":201},{"service":"getui","error":"off"}]}),
         json!({"type":"session_history","cwd":"/p","sessions":[{"session":"s","title":"t","updated_at":1,"entries":2,"archived":false,"agent":null,"engine":"jucode","open":false}]}),
+        json!({"type":"timers","timers":[{"timer":"tm-1-1","agent":"ops","session":"s","fire_at":5,"body":"check the build"}],"id":2}),
+        json!({"type":"timer_cancelled","timer":"tm-1-1","id":3}),
+        json!({"type":"questions","questions":[{"id":"q-1-2","agent":"ops","session":"s","title":"Deploy?","body":"","assumption":"not yet","default":"wait","importance":"high","due_at":9,"asked_at":1}],
+            "closed":[{"id":"q-1-3","agent":"ops","session":"s","title":"t","body":"b","assumption":"","default":"d","importance":"normal","due_at":null,"asked_at":1,"closed_by":"user","closed_reason":"answered","closed_at":4,"answer":"yes"}]}),
+        json!({"type":"question_answered","question":"q-1-2","id":4}),
+        json!({"type":"reports","reports":[{"id":"r-1-4","agent":"ops","session":"s","title":"Night run","body":"all green","at":3,"read":false}],"id":5}),
+        json!({"type":"report_read","report":"r-1-4"}),
+        json!({"type":"report_posted","report":{"id":"r-1-4","agent":"ops","session":"s","title":"Night run","body":"all green","at":3,"read":false}}),
     ];
     for example in examples {
         let reply: Reply = serde_json::from_value(example.clone()).unwrap();
