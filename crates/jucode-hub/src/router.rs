@@ -8,7 +8,7 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 
 use crate::cx::OpCx;
 use crate::error::OpError;
-use crate::{ClientId, Hub, actions, devices, mcp, sessions, to_value, workspaces};
+use crate::{ClientId, Hub, actions, agents, devices, mcp, sessions, to_value, workspaces};
 
 impl Hub {
     /// Handles one text frame from `client`. Replies and broadcasts are queued on the clients'
@@ -66,6 +66,7 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         }
         DaemonOp::Sessions(op) => sessions::handle(cx, op).await,
         DaemonOp::Actions(op) => actions::handle(cx, op),
+        DaemonOp::Agents(op) => agents::handle(cx, op),
         DaemonOp::Workspaces(op) => workspaces::handle(cx, op).await,
         DaemonOp::Devices(op) => devices::handle(cx, op),
         DaemonOp::Push(op) => devices::push::handle(cx, op).await,

@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
-    ActionsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, PushOp, SessionsOp, WorkspacesOp,
+    ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, PushOp, SessionsOp, WorkspacesOp,
 };
 use crate::serve;
 
@@ -64,6 +64,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<BasicsOp>(&mut generator, "op"));
     daemon.extend(variants::<SessionsOp>(&mut generator, "op"));
     daemon.extend(variants::<ActionsOp>(&mut generator, "op"));
+    daemon.extend(variants::<AgentsOp>(&mut generator, "op"));
     daemon.extend(variants::<WorkspacesOp>(&mut generator, "op"));
     daemon.extend(variants::<DevicesOp>(&mut generator, "op"));
     daemon.extend(variants::<PushOp>(&mut generator, "op"));

@@ -33,7 +33,7 @@ pub(crate) enum ToolError {
 
 /// Every agent tool, as a model sees it.
 pub(crate) fn defs() -> Vec<ToolDef> {
-    Vec::new()
+    vec![super::brief::def()]
 }
 
 /// Runs tool `name` for `caller`.
@@ -43,8 +43,10 @@ pub(crate) async fn call(
     name: &str,
     args: Value,
 ) -> Result<Value, ToolError> {
-    let _ = (hub, caller, args);
-    Err(ToolError::Unknown(name.to_string()))
+    match name {
+        "brief" => super::brief::call(hub, caller, args).await,
+        _ => Err(ToolError::Unknown(name.to_string())),
+    }
 }
 
 /// The hub's [`AgentHost`] for one agent session. Holds the hub weakly: an engine outliving
@@ -55,8 +57,14 @@ pub(crate) struct HubAgentHost {
 }
 
 impl AgentHost for HubAgentHost {
+    /// Built again for every turn, so a brief the agent rewrote shows at once. Empty once
+    /// the hub or the agent is gone.
     fn prompt(&self) -> String {
-        String::new()
+        let Some(hub) = self.hub.upgrade() else {
+            return String::new();
+        };
+        let facts = super::prompt::PromptFacts::gather(&hub.lock(), &self.caller.agent);
+        facts.map(|f| f.render()).unwrap_or_default()
     }
 
     fn tools(&self) -> Vec<ToolDef> {
