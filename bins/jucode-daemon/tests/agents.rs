@@ -45,7 +45,9 @@ async fn paired_device(daemon: &Daemon, desk: &mut Client) -> Client {
         .as_str()
         .unwrap()
         .to_string();
-    Client::connect_and_greet(&daemon.url(&token)).await.unwrap()
+    Client::connect_and_greet(&daemon.url(&token))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -63,9 +65,11 @@ async fn an_agent_is_created_read_updated_and_deleted_with_every_client_told() {
     assert_eq!(agents_of(on_connect).len(), 0);
 
     let reply = a
-        .request(json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),
+        .request(
+            json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),
             "role":"\n# Keeps CI green\nand more","color":"#12abEF",
-            "icon":{"kind":"builtin","id":"rocket"}}))
+            "icon":{"kind":"builtin","id":"rocket"}}),
+        )
         .await
         .unwrap();
     assert_eq!(reply["type"], "agent_created", "{reply}");
@@ -80,7 +84,10 @@ async fn an_agent_is_created_read_updated_and_deleted_with_every_client_told() {
         assert_eq!(ops["sandbox"], "workspace-write");
         assert_eq!(ops["network"], true);
         assert_eq!(ops["enabled"], true);
-        assert_eq!(ops["command_rules"][2], json!({"prefix":"git push","action":"ask"}));
+        assert_eq!(
+            ops["command_rules"][2],
+            json!({"prefix":"git push","action":"ask"})
+        );
         assert_eq!(ops["sessions"], 0);
         assert_eq!(ops["busy"], false);
         assert_eq!(ops["running"], json!([]));
@@ -128,10 +135,12 @@ async fn an_agent_is_created_read_updated_and_deleted_with_every_client_told() {
     }
 
     let reply = a
-        .request(json!({"op":"agent_update","agent":"ops","name":"Ops 2","role":"Ships",
+        .request(
+            json!({"op":"agent_update","agent":"ops","name":"Ops 2","role":"Ships",
             "color":null,"enabled":false,"approval_mode":"manual","sandbox":"read-only",
             "network":false,"directories":[{"path":"/opt","mode":"ro"}],
-            "command_rules":[{"prefix":"rm","action":"forbid"}],"avatar_seed":"abc123"}))
+            "command_rules":[{"prefix":"rm","action":"forbid"}],"avatar_seed":"abc123"}),
+        )
         .await
         .unwrap();
     assert_eq!(reply["type"], "agent_updated", "{reply}");
@@ -148,16 +157,25 @@ async fn an_agent_is_created_read_updated_and_deleted_with_every_client_told() {
         assert_eq!(ops["sandbox"], "read-only");
         assert_eq!(ops["network"], false);
         assert_eq!(ops["directories"], json!([{"path":"/opt","mode":"ro"}]));
-        assert_eq!(ops["command_rules"], json!([{"prefix":"rm","action":"forbid"}]));
+        assert_eq!(
+            ops["command_rules"],
+            json!([{"prefix":"rm","action":"forbid"}])
+        );
         assert_eq!(ops["avatar_seed"], "abc123");
     }
-    assert_eq!(std::fs::read_to_string(dir.join("role.md")).unwrap(), "Ships");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("role.md")).unwrap(),
+        "Ships"
+    );
 
     let reply = a
         .request(json!({"op":"agent_delete","agent":"ops"}))
         .await
         .unwrap();
-    assert_eq!(reply, json!({"type":"agent_deleted","agent":"ops","id":reply["id"]}));
+    assert_eq!(
+        reply,
+        json!({"type":"agent_deleted","agent":"ops","id":reply["id"]})
+    );
     for c in [&mut a, &mut b] {
         let list = next_agents(c).await;
         assert!(entry(&list, "ops").is_none());
@@ -177,19 +195,26 @@ async fn bad_agent_input_gets_a_clear_error_and_changes_nothing() {
     let work = env.project("work");
     let mut a = daemon.client().await.unwrap();
     let create = |extra: Value| {
-        let mut op = json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"r"});
+        let mut op =
+            json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"r"});
         for (k, v) in extra.as_object().unwrap() {
             op[k] = v.clone();
         }
         op
     };
     let cases = [
-        (json!({"agent":"dispatch"}), "the agent id dispatch is reserved".to_string()),
+        (
+            json!({"agent":"dispatch"}),
+            "the agent id dispatch is reserved".to_string(),
+        ),
         (
             json!({"agent":"Ops!"}),
             "\"Ops!\" is not an agent id (1 to 40 of a-z, 0-9 and -)".into(),
         ),
-        (json!({"name":"  "}), "an agent's name cannot be empty".into()),
+        (
+            json!({"name":"  "}),
+            "an agent's name cannot be empty".into(),
+        ),
         (
             json!({"color":"red"}),
             "color must be #rrggbb, not \"red\"".into(),
@@ -329,13 +354,15 @@ async fn bad_agent_input_gets_a_clear_error_and_changes_nothing() {
     {
         let secret = env.root().join("secret.md");
         std::fs::write(&secret, "secret").unwrap();
-        std::os::unix::fs::symlink(&secret, env.home().join("agents/ops/memory/leak.md"))
-            .unwrap();
+        std::os::unix::fs::symlink(&secret, env.home().join("agents/ops/memory/leak.md")).unwrap();
         let reply = a
             .request(json!({"op":"agent_memory_read","agent":"ops","file":"leak.md"}))
             .await
             .unwrap();
-        assert_eq!(reply["message"], "agent ops has no memory file memory/leak.md");
+        assert_eq!(
+            reply["message"],
+            "agent ops has no memory file memory/leak.md"
+        );
     }
 }
 
@@ -358,7 +385,9 @@ async fn a_project_moves_the_agent_and_null_takes_it_out() {
 
     // Created in a project without a cwd: it works in the project's directory.
     let reply = a
-        .request(json!({"op":"agent_create","agent":"web","name":"Web","project":project,"role":""}))
+        .request(
+            json!({"op":"agent_create","agent":"web","name":"Web","project":project,"role":""}),
+        )
         .await
         .unwrap();
     assert_eq!(reply["type"], "agent_created", "{reply}");
@@ -390,9 +419,11 @@ async fn an_agents_session_runs_in_its_directory_and_outlives_the_agent() {
     let mut daemon = env.daemon().await;
     let work = env.project("work");
     let mut a = daemon.client().await.unwrap();
-    a.request(json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"# Ops"}))
-        .await
-        .unwrap();
+    a.request(
+        json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"# Ops"}),
+    )
+    .await
+    .unwrap();
     next_agents(&mut a).await;
 
     let created = a
@@ -477,9 +508,17 @@ async fn an_agents_session_runs_in_its_directory_and_outlives_the_agent() {
     daemon.stop().await.unwrap();
     let daemon = env.daemon().await;
     let c = daemon.client().await.unwrap();
-    let on_connect = c.connect_batch.iter().find(|f| f["type"] == "agents").unwrap();
+    let on_connect = c
+        .connect_batch
+        .iter()
+        .find(|f| f["type"] == "agents")
+        .unwrap();
     assert_eq!(agents_of(on_connect).len(), 0);
-    let sessions = c.connect_batch.iter().find(|f| f["type"] == "sessions").unwrap();
+    let sessions = c
+        .connect_batch
+        .iter()
+        .find(|f| f["type"] == "sessions")
+        .unwrap();
     assert_eq!(sessions["sessions"][0]["agent"], "ops");
 }
 
@@ -489,9 +528,11 @@ async fn agents_are_read_back_at_start_and_sent_on_connect() {
     let work = env.project("work");
     let mut daemon = env.daemon().await;
     let mut a = daemon.client().await.unwrap();
-    a.request(json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"Ops role"}))
-        .await
-        .unwrap();
+    a.request(
+        json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"Ops role"}),
+    )
+    .await
+    .unwrap();
     a.close().await;
     daemon.stop().await.unwrap();
     // A hand-made dispatch agent is never listed.
@@ -505,7 +546,11 @@ async fn agents_are_read_back_at_start_and_sent_on_connect() {
 
     let daemon = env.daemon().await;
     let c = daemon.client().await.unwrap();
-    let list = c.connect_batch.iter().find(|f| f["type"] == "agents").unwrap();
+    let list = c
+        .connect_batch
+        .iter()
+        .find(|f| f["type"] == "agents")
+        .unwrap();
     assert_eq!(agents_of(list).len(), 1, "{list}");
     let ops = entry(list, "ops").unwrap();
     assert_eq!(ops["summary"], "Ops role");
@@ -538,7 +583,10 @@ async fn a_paired_device_may_use_every_agent_op() {
             json!({"op":"agent_memory_read","agent":"ops","file":"n.md"}),
             "agent_memory",
         ),
-        (json!({"op":"session_create","agent":"ops"}), "session_created"),
+        (
+            json!({"op":"session_create","agent":"ops"}),
+            "session_created",
+        ),
         (json!({"op":"agent_delete","agent":"ops"}), "agent_deleted"),
     ] {
         let reply = phone.request(op.clone()).await.unwrap();
