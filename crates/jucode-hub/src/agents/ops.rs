@@ -336,12 +336,7 @@ fn update(cx: &OpCx<'_>, req: Update) -> Result<(), AgentError> {
 fn delete(cx: &OpCx<'_>, id: &str) -> Result<(), AgentError> {
     let mut inner = cx.hub.lock();
     let dir = inner.agents.known(id)?.dir.clone();
-    if inner
-        .sessions
-        .agent_sessions(Some(id))
-        .iter()
-        .any(|s| s.busy)
-    {
+    if inner.sessions.agent_in_turn(id) {
         return Err(AgentError::Running(id.to_string()));
     }
     // One rename takes the agent away whole; removing the files can then fail harmlessly.

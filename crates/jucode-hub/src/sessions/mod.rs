@@ -301,6 +301,13 @@ impl Sessions {
             .collect()
     }
 
+    /// Whether a session of `agent` (hidden ones too) is in a turn.
+    pub(crate) fn agent_in_turn(&self, agent: &str) -> bool {
+        self.map
+            .values()
+            .any(|s| s.busy && s.agent.as_deref() == Some(agent))
+    }
+
     /// Asks every open session of `agent` to stop, as `session_close` does (each one's
     /// `session_closed` follows once its engine is gone).
     pub(crate) fn close_agent_sessions(&self, agent: &str) {
