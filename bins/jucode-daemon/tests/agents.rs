@@ -593,3 +593,60 @@ async fn a_paired_device_may_use_every_agent_op() {
         assert_eq!(reply["type"], want, "{op}: {reply}");
     }
 }
+
+#[tokio::test]
+async fn an_agents_engine_is_the_one_its_sessions_run_on() {
+    let env = Env::new();
+    // Codex pointed at a program that is not there, so its sessions cannot start here.
+    let daemon = Daemon::builder(&env.home())
+        .env("CODEX_BIN", env.root().join("no-codex"))
+        .start()
+        .await
+        .unwrap();
+    let work = env.project("work");
+    let mut a = daemon.client().await.unwrap();
+    let created = a
+        .request(
+            json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),
+            "role":"","engine":"codex"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created["type"], "agent_created", "{created}");
+    let list = next_agents(&mut a).await;
+    assert_eq!(entry(&list, "ops").unwrap()["engine"], "codex");
+    // The session asks for the agent's engine, which cannot start here.
+    let refused = a
+        .request(json!({"op":"session_create","agent":"ops"}))
+        .await
+        .unwrap();
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains("no-codex"),
+        "{refused}"
+    );
+    // A client may still pick the engine for one session.
+    let one = a
+        .request(json!({"op":"session_create","agent":"ops","engine":"jucode"}))
+        .await
+        .unwrap();
+    assert_eq!(one["type"], "session_created", "{one}");
+    a.request(json!({"op":"agent_update","agent":"ops","engine":null}))
+        .await
+        .unwrap();
+    let list = a
+        .recv_until(|f| {
+            f["type"] == "agents"
+                && f.get("id").is_none()
+                && entry(f, "ops").is_some_and(|e| e.get("engine").is_none())
+        })
+        .await
+        .unwrap();
+    // The session whose engine could not start stays listed, closed, as any session does.
+    assert_eq!(entry(&list, "ops").unwrap()["sessions"], 2);
+    let two = a
+        .request(json!({"op":"session_create","agent":"ops"}))
+        .await
+        .unwrap();
+    assert_eq!(two["type"], "session_created", "{two}");
+}
