@@ -295,9 +295,9 @@ async fn bad_agent_input_gets_a_clear_error_and_changes_nothing() {
             "icon: kind must be builtin, slug or svg",
         ),
         (json!({"project":"p-nope"}), "unknown project p-nope"),
-        // The name is valid but the colour is not: nothing is applied.
+        // The name and role are valid but the colour is not: nothing is applied.
         (
-            json!({"name":"New","color":"#12345"}),
+            json!({"name":"New","role":"New role","color":"#12345"}),
             "color must be #rrggbb, not \"#12345\"",
         ),
     ];
@@ -310,6 +310,8 @@ async fn bad_agent_input_gets_a_clear_error_and_changes_nothing() {
     }
     let after = std::fs::read_to_string(env.home().join("agents/ops/agent.json")).unwrap();
     assert_eq!(before, after);
+    let role = std::fs::read_to_string(env.home().join("agents/ops/role.md")).unwrap();
+    assert_eq!(role, "r");
 
     for (op, want) in [
         (

@@ -58,7 +58,9 @@ pub(crate) struct HubAgentHost {
 
 impl AgentHost for HubAgentHost {
     /// Built again for every turn, so a brief the agent rewrote shows at once. Empty once
-    /// the hub or the agent is gone.
+    /// the hub or the agent is gone. It takes the hub's lock for a moment, so an engine must
+    /// not call it from inside `EngineFactory::start` (the hub holds the lock there): call it
+    /// when a turn begins.
     fn prompt(&self) -> String {
         let Some(hub) = self.hub.upgrade() else {
             return String::new();
