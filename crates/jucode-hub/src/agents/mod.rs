@@ -338,6 +338,36 @@ mod tests {
     }
 
     #[test]
+    fn opening_reads_agents_and_clears_what_a_crash_left() {
+        let home = tempfile::tempdir().unwrap();
+        let root = home.path().join("agents");
+        let ops = root.join("ops");
+        std::fs::create_dir_all(&ops).unwrap();
+        std::fs::write(ops.join("agent.json"), r#"{"name":"Ops","cwd":"/w"}"#).unwrap();
+        std::fs::write(ops.join("role.md"), "# Ops role").unwrap();
+        let leftover = root.join(".leftover-web-00ff");
+        std::fs::create_dir_all(&leftover).unwrap();
+        std::fs::write(leftover.join("agent.json"), r#"{"name":"Web","cwd":"/w"}"#).unwrap();
+        let dispatch = root.join(DISPATCH);
+        std::fs::create_dir_all(&dispatch).unwrap();
+        std::fs::write(dispatch.join("agent.json"), r#"{"name":"D","cwd":"/w"}"#).unwrap();
+
+        let agents = Agents::open(home.path()).unwrap();
+        assert_eq!(agents.map.keys().collect::<Vec<_>>(), ["ops"]);
+        assert_eq!(agents.known("ops").unwrap().summary, "Ops role");
+        assert!(!leftover.exists());
+        assert_eq!(
+            agents.known("web").unwrap_err().to_string(),
+            "unknown agent web"
+        );
+        let DaemonEvent::Agents { agents: list } = agents.event(&[]) else {
+            panic!("not an agents list");
+        };
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].sessions, 0);
+    }
+
+    #[test]
     fn a_minimal_agent_json_reads_with_every_default() {
         let config: AgentConfig =
             serde_json::from_str(r#"{"name":"Ops","cwd":"/w","future":1}"#).unwrap();
