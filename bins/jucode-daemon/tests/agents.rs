@@ -234,7 +234,7 @@ async fn bad_agent_input_gets_a_clear_error_and_changes_nothing() {
         (json!({"project":"p-nope"}), "unknown project p-nope".into()),
         (
             json!({"engine":"vim"}),
-            "unknown engine `vim` (expected jucode, claude, codex or acp)".into(),
+            "unknown engine `vim` (expected jucode, claude or codex)".into(),
         ),
         (
             json!({"cwd":"relative"}),

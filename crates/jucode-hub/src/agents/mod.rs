@@ -67,8 +67,10 @@ pub(crate) enum AgentError {
     RulePrefix,
     #[error("command_rules: the action of {prefix:?} must be allow, ask or forbid, not {action:?}")]
     RuleAction { prefix: String, action: String },
-    #[error("unknown engine `{0}` (expected jucode, claude, codex or acp)")]
+    #[error("unknown engine `{0}` (expected jucode, claude or codex)")]
     Engine(String),
+    #[error("an agent cannot run on the acp engine (it runs a program the client names)")]
+    AcpEngine,
     #[error("agent {0} has a session in a turn; wait for it to finish or interrupt it first")]
     Running(String),
     #[error(

@@ -127,9 +127,14 @@ pub(super) fn command_rules(rules: &[CommandRule]) -> Result<(), AgentError> {
     Ok(())
 }
 
-/// One of the engine names the protocol knows (whether this build has it is checked when a
-/// session starts, as for any session).
+/// An engine name the protocol knows, other than `acp` (whether this build has it is checked
+/// when a session starts, as for any session). An ACP engine runs the program its options
+/// name, which only a local client may choose for a session; an agent's sessions are started
+/// by anyone who may message it, so an agent never runs on it.
 pub(super) fn engine(engine: &str) -> Result<(), AgentError> {
+    if engine == "acp" {
+        return Err(AgentError::AcpEngine);
+    }
     if ENGINES.iter().any(|(name, _)| *name == engine) {
         Ok(())
     } else {
@@ -193,6 +198,10 @@ mod tests {
         assert!(sandbox("none").is_err());
         assert!(engine("claude").is_ok());
         assert!(engine("vim").is_err());
+        assert_eq!(
+            engine("acp").unwrap_err().to_string(),
+            "an agent cannot run on the acp engine (it runs a program the client names)"
+        );
     }
 
     #[test]
