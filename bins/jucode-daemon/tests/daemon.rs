@@ -467,10 +467,7 @@ async fn bad_input_gets_clear_errors_and_the_daemon_stays_up() {
         .request(json!({"op":"agent_create","agent":"ops"}))
         .await
         .unwrap();
-    assert_eq!(
-        reply["message"],
-        "agent_create is not available in this daemon yet"
-    );
+    assert_eq!(reply["message"], "agent_create: missing field `name`");
     let reply = a.request(json!({"op":"ping","id":"s-1"})).await.unwrap();
     assert_eq!(reply["type"], "pong");
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use jucode_protocol::daemon::OpParseError;
 
 use crate::actions::ActionError;
+use crate::agents::AgentError;
 use crate::devices::DeviceError;
 use crate::mcp::McpError;
 use crate::paths::PathError;
@@ -32,6 +33,8 @@ pub(crate) enum OpError {
     Sessions(#[from] SessionError),
     #[error(transparent)]
     Actions(#[from] ActionError),
+    #[error(transparent)]
+    Agents(#[from] AgentError),
     #[error(transparent)]
     Workspaces(#[from] WorkspaceError),
     #[error(transparent)]

@@ -6,8 +6,8 @@
 //! `jucode-engine`'s channels, and what differs between engines is what their factories
 //! declare (capabilities), never their names. Start reading at [`Hub::open`] and
 //! [`Hub::handle`] (in `router.rs`): a frame is looked up in the protocol's op table, its gate
-//! applied, and it goes to its area's module (`sessions/`, `actions`, `workspaces`,
-//! `devices/`, `mcp`), which answers through the op's context (`cx.rs`) and fails with a
+//! applied, and it goes to its area's module (`sessions/`, `agents/`, `actions`,
+//! `workspaces`, `devices/`, `mcp`), which answers through the op's context (`cx.rs`) and fails with a
 //! typed error whose text is the protocol's (`error.rs`).
 //!
 //! Invariants: a record is fsynced to its log before the op that caused it is acknowledged;
@@ -16,8 +16,6 @@
 //! only match over ops.
 
 mod actions;
-// The areas of issue 12 are being built on these; the allowance goes when they land.
-#[allow(dead_code)]
 mod agents;
 mod clients;
 mod cx;
@@ -103,7 +101,6 @@ struct Inner {
     actions: actions::Actions,
     devices: devices::Devices,
     workspaces: workspaces::Workspaces,
-    #[allow(dead_code)]
     agents: agents::Agents,
     timers: timers::Timers,
     questions: questions::Questions,
@@ -192,9 +189,9 @@ impl Hub {
             },
             inner.sessions.list_event(),
             inner.workspaces.event(),
-            // Agents, scheduled tasks, dispatches and requirements are not built yet: their
-            // lists are empty (docs/DECISIONS.md).
-            DaemonEvent::Agents { agents: vec![] },
+            inner.agents_event(),
+            // Scheduled tasks, dispatches and requirements are not built yet: their lists are
+            // empty (docs/DECISIONS.md).
             DaemonEvent::Schedules { schedules: vec![] },
             inner.questions.event(),
             inner.actions.event(),

@@ -389,7 +389,6 @@ impl Inner {
     /// questions closed (`closed_by: agent_deleted`), each recorded; every client gets the
     /// new `questions` list when it changed.
     // Called by `agent_delete` (the agents area).
-    #[allow(dead_code)]
     pub(crate) fn agent_deleted_items(&mut self, agent: &str) -> Result<(), OpError> {
         self.timers.cancel_agent(agent)?;
         if self.questions.close_agent(agent)? > 0 {

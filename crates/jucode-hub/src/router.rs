@@ -9,7 +9,7 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
-    ClientId, Hub, actions, devices, mcp, questions, reports, sessions, timers, to_value,
+    ClientId, Hub, actions, agents, devices, mcp, questions, reports, sessions, timers, to_value,
     workspaces,
 };
 
@@ -69,6 +69,7 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         }
         DaemonOp::Sessions(op) => sessions::handle(cx, op).await,
         DaemonOp::Actions(op) => actions::handle(cx, op),
+        DaemonOp::Agents(op) => agents::handle(cx, op),
         DaemonOp::Workspaces(op) => workspaces::handle(cx, op).await,
         DaemonOp::Devices(op) => devices::handle(cx, op),
         DaemonOp::Push(op) => devices::push::handle(cx, op).await,

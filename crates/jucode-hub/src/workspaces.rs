@@ -76,6 +76,15 @@ impl Workspaces {
         }
     }
 
+    /// The project with id `id`, in whichever workspace.
+    pub(crate) fn project(&self, id: &str) -> Option<&Project> {
+        self.file
+            .workspaces
+            .iter()
+            .flat_map(|w| &w.projects)
+            .find(|p| p.id == id)
+    }
+
     /// The extra directories of the project whose main directory is `cwd`.
     pub(crate) fn dirs_for(&self, cwd: &Path) -> Vec<PathBuf> {
         self.file

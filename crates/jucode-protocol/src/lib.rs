@@ -9,6 +9,9 @@
 //! `session` added, and reads through the typed views in [`serve`] where it has to interpret it.
 //! With the `schema` feature, `schema` builds the JSON Schemas of every frame from these types.
 
+// The op table test writes one sample of every op in a single `json!`.
+#![cfg_attr(test, recursion_limit = "256")]
+
 pub mod daemon;
 pub mod mode;
 #[cfg(feature = "schema")]

@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
-    ActionsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, PushOp, QuestionsOp, ReportsOp, SessionsOp,
-    TimersOp, WorkspacesOp,
+    ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, PushOp, QuestionsOp, ReportsOp,
+    SessionsOp, TimersOp, WorkspacesOp,
 };
 use crate::serve;
 
@@ -65,6 +65,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<BasicsOp>(&mut generator, "op"));
     daemon.extend(variants::<SessionsOp>(&mut generator, "op"));
     daemon.extend(variants::<ActionsOp>(&mut generator, "op"));
+    daemon.extend(variants::<AgentsOp>(&mut generator, "op"));
     daemon.extend(variants::<WorkspacesOp>(&mut generator, "op"));
     daemon.extend(variants::<DevicesOp>(&mut generator, "op"));
     daemon.extend(variants::<PushOp>(&mut generator, "op"));

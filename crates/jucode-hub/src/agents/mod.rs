@@ -3,39 +3,101 @@
 //!
 //! This module keeps the settings of every agent in memory, read once at start and rewritten
 //! whole (atomically) on every change. The brief and memory files are read from disk when
-//! needed, since the agent itself rewrites them.
+//! needed, since the agent itself rewrites them (`brief`). The ops are in `ops`, the checks of
+//! their values in `validate`, the agent's system prompt in `prompt`.
+//!
+//! Invariants: `dispatch` is never created nor listed; an op with bad input changes nothing
+//! (everything is checked before the first write); `agents` goes to every client after every
+//! change, including a session of an agent starting or ending a turn.
 
+pub(crate) mod brief;
+mod ops;
+pub(crate) mod prompt;
 pub(crate) mod tools;
+mod validate;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use jucode_protocol::daemon::{AgentInfo, DaemonEvent, Reply, SessionInfo};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::HubError;
+use crate::error::IoError;
+use crate::paths::PathError;
+use crate::{HubError, Inner, to_value};
+
+pub(crate) use jucode_protocol::daemon::{AgentDirectory as Directory, CommandRule};
+pub(crate) use ops::handle;
+
+/// Why an agent op (or the `brief` tool) failed; the texts are the protocol's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AgentError {
+    #[error("unknown agent {0}")]
+    Unknown(String),
+    #[error("{0:?} is not an agent id (1 to 40 of a-z, 0-9 and -)")]
+    BadId(String),
+    #[error("the agent id dispatch is reserved")]
+    Reserved,
+    #[error("agent {0} already exists")]
+    Exists(String),
+    #[error("{} is in the way of the new agent", .0.display())]
+    InTheWay(PathBuf),
+    #[error("an agent's name cannot be empty")]
+    EmptyName,
+    #[error("agent_create needs cwd or project")]
+    NeedsCwd,
+    #[error("icon: {0}")]
+    Icon(String),
+    #[error("color must be #rrggbb, not {0:?}")]
+    Color(String),
+    #[error("avatar_seed must be 1 to 64 hex digits, not {0:?}")]
+    AvatarSeed(String),
+    #[error("unknown project {0}")]
+    UnknownProject(String),
+    #[error("approval_mode must be manual, auto-edit, auto or full-access, not {0:?}")]
+    ApprovalMode(String),
+    #[error("sandbox must be read-only, workspace-write or full-access, not {0:?}")]
+    Sandbox(String),
+    #[error("directories: {0} is not an absolute path")]
+    DirectoryPath(String),
+    #[error("directories: the mode of {path} must be ro or rw, not {mode:?}")]
+    DirectoryMode { path: String, mode: String },
+    #[error("command_rules: a prefix cannot be empty")]
+    RulePrefix,
+    #[error("command_rules: the action of {prefix:?} must be allow, ask or forbid, not {action:?}")]
+    RuleAction { prefix: String, action: String },
+    #[error("unknown engine `{0}` (expected jucode, claude or codex)")]
+    Engine(String),
+    #[error("an agent cannot run on the acp engine (it runs a program the client names)")]
+    AcpEngine,
+    #[error("agent {0} has a session in a turn; wait for it to finish or interrupt it first")]
+    Running(String),
+    #[error(
+        "{0:?} is not a memory file: name it memory/<name>.md (or <name>.md), the name of letters, digits, - and _"
+    )]
+    MemoryName(String),
+    #[error("agent {agent} has no memory file {file}")]
+    NoMemory { agent: String, file: String },
+    #[error("{file} is longer than {max} bytes")]
+    TooLarge { file: String, max: usize },
+    #[error("{0} would lie outside the agent's directory")]
+    Outside(String),
+    #[error("could not save the agent: {0}")]
+    Save(#[from] jucode_store::StoreError),
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error(transparent)]
+    Hub(#[from] HubError),
+}
 
 /// The reserved agent of dispatches: never listed, never created by a client.
 pub(crate) const DISPATCH: &str = "dispatch";
 
 /// The brief files, in the order `agent_get` lists them.
 pub(crate) const BRIEF_FILES: [&str; 4] = ["role.md", "capabilities.md", "policy.md", "state.md"];
-
-/// One of `command_rules`: what an escalated command starting with `prefix` may do.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct CommandRule {
-    pub(crate) prefix: String,
-    /// `allow`, `ask` or `forbid`.
-    pub(crate) action: String,
-}
-
-/// A directory outside `cwd` the agent may read (`ro`) or read and write (`rw`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Directory {
-    pub(crate) path: String,
-    /// `ro` or `rw`.
-    pub(crate) mode: String,
-}
 
 fn yes() -> bool {
     true
@@ -109,6 +171,55 @@ pub(crate) struct Agent {
     /// `~/.jucode/agents/<id>`.
     pub(crate) dir: PathBuf,
     pub(crate) config: AgentConfig,
+    /// The first non-empty line of `role.md`, kept so a list costs no file reads.
+    pub(crate) summary: String,
+}
+
+impl Agent {
+    pub(crate) fn new(id: String, dir: PathBuf, config: AgentConfig) -> Agent {
+        let role = brief::read(&dir, &brief::AgentFile::Brief("role.md"))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Agent {
+            summary: brief::first_line(&role),
+            id,
+            dir,
+            config,
+        }
+    }
+
+    /// The agent as lists show it, with `sessions` (its sessions, any order).
+    pub(crate) fn info(&self, sessions: &[&SessionInfo]) -> AgentInfo {
+        let c = &self.config;
+        let running: Vec<String> = sessions
+            .iter()
+            .filter(|s| s.busy)
+            .map(|s| s.session.clone())
+            .collect();
+        AgentInfo {
+            id: self.id.clone(),
+            name: c.name.clone(),
+            cwd: c.cwd.display().to_string(),
+            enabled: c.enabled,
+            approval_mode: c.approval_mode.clone(),
+            sandbox: c.sandbox.clone(),
+            network: c.network,
+            directories: c.directories.clone(),
+            command_rules: c.command_rules.clone(),
+            icon: c.icon.clone(),
+            color: c.color.clone(),
+            avatar_seed: c.avatar_seed.clone(),
+            project: c.project.clone(),
+            engine: c.engine.clone(),
+            created_at: c.created_at,
+            summary: self.summary.clone(),
+            sessions: sessions.len(),
+            busy: !running.is_empty(),
+            running,
+            extra: c.extra.clone(),
+        }
+    }
 }
 
 /// Every agent, by id.
@@ -149,13 +260,18 @@ impl Agents {
             let Some(id) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
+            if id.starts_with(ops::LEFTOVER) {
+                // A create or delete cut short by a crash.
+                let _ = std::fs::remove_dir_all(entry.path());
+                continue;
+            }
             if !is_agent_id(&id) || id == DISPATCH {
                 continue;
             }
             let dir = entry.path();
             match jucode_store::read_json::<AgentConfig>(&dir.join("agent.json")) {
                 Ok(Some(config)) => {
-                    map.insert(id.clone(), Agent { id, dir, config });
+                    map.insert(id.clone(), Agent::new(id, dir, config));
                 }
                 Ok(None) => {}
                 Err(e) => tracing::warn!("skipping agent {id}: {e}"),
@@ -166,6 +282,45 @@ impl Agents {
 
     pub(crate) fn get(&self, id: &str) -> Option<&Agent> {
         self.map.get(id)
+    }
+
+    /// The agent or the protocol's error for an unknown one.
+    pub(crate) fn known(&self, id: &str) -> Result<&Agent, AgentError> {
+        self.map
+            .get(id)
+            .ok_or_else(|| AgentError::Unknown(id.to_string()))
+    }
+
+    /// The `agents` list: every agent (never `dispatch`) with its sessions, by id.
+    pub(crate) fn event(&self, sessions: &[SessionInfo]) -> DaemonEvent {
+        let mut by_agent: BTreeMap<&str, Vec<&SessionInfo>> = BTreeMap::new();
+        for s in sessions {
+            if let Some(agent) = s.agent.as_deref() {
+                by_agent.entry(agent).or_default().push(s);
+            }
+        }
+        DaemonEvent::Agents {
+            agents: self
+                .map
+                .values()
+                .filter(|a| a.id != DISPATCH)
+                .map(|a| a.info(by_agent.get(a.id.as_str()).map_or(&[], Vec::as_slice)))
+                .collect(),
+        }
+    }
+}
+
+impl Inner {
+    /// The `agents` list as it is now.
+    pub(crate) fn agents_event(&self) -> DaemonEvent {
+        self.agents.event(&self.sessions.agent_sessions(None))
+    }
+
+    /// Sends every client the `agents` list: after any change to an agent, and whenever one of
+    /// an agent's sessions starts or ends a turn or is created or closed.
+    pub(crate) fn broadcast_agents(&mut self) {
+        let frame = to_value(&Reply::to(None, self.agents_event()));
+        self.broadcast(&frame);
     }
 }
 
@@ -182,6 +337,36 @@ mod tests {
         for bad in ["", "Ops", "a_b", "a/b", "..", "é", &"a".repeat(41)] {
             assert!(!is_agent_id(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn opening_reads_agents_and_clears_what_a_crash_left() {
+        let home = tempfile::tempdir().unwrap();
+        let root = home.path().join("agents");
+        let ops = root.join("ops");
+        std::fs::create_dir_all(&ops).unwrap();
+        std::fs::write(ops.join("agent.json"), r#"{"name":"Ops","cwd":"/w"}"#).unwrap();
+        std::fs::write(ops.join("role.md"), "# Ops role").unwrap();
+        let leftover = root.join(".leftover-web-00ff");
+        std::fs::create_dir_all(&leftover).unwrap();
+        std::fs::write(leftover.join("agent.json"), r#"{"name":"Web","cwd":"/w"}"#).unwrap();
+        let dispatch = root.join(DISPATCH);
+        std::fs::create_dir_all(&dispatch).unwrap();
+        std::fs::write(dispatch.join("agent.json"), r#"{"name":"D","cwd":"/w"}"#).unwrap();
+
+        let agents = Agents::open(home.path()).unwrap();
+        assert_eq!(agents.map.keys().collect::<Vec<_>>(), ["ops"]);
+        assert_eq!(agents.known("ops").unwrap().summary, "Ops role");
+        assert!(!leftover.exists());
+        assert_eq!(
+            agents.known("web").unwrap_err().to_string(),
+            "unknown agent web"
+        );
+        let DaemonEvent::Agents { agents: list } = agents.event(&[]) else {
+            panic!("not an agents list");
+        };
+        assert_eq!(list.len(), 1);
+        assert_eq!(list[0].sessions, 0);
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub(crate) enum ToolError {
 /// Every agent tool, as a model sees it.
 pub(crate) fn defs() -> Vec<ToolDef> {
     vec![
+        super::brief::def(),
         crate::timers::tool_def(),
         crate::questions::tool_def(),
         crate::reports::tool_def(),
@@ -48,6 +49,7 @@ pub(crate) async fn call(
     args: Value,
 ) -> Result<Value, ToolError> {
     match name {
+        "brief" => super::brief::call(hub, caller, args).await,
         "timer" => crate::timers::tool(hub, caller, args),
         "question" => crate::questions::tool(hub, caller, args),
         "report" => crate::reports::tool(hub, caller, args),
@@ -63,8 +65,16 @@ pub(crate) struct HubAgentHost {
 }
 
 impl AgentHost for HubAgentHost {
+    /// Built again for every turn, so a brief the agent rewrote shows at once. Empty once
+    /// the hub or the agent is gone. It takes the hub's lock for a moment, so an engine must
+    /// not call it from inside `EngineFactory::start` (the hub holds the lock there): call it
+    /// when a turn begins.
     fn prompt(&self) -> String {
-        String::new()
+        let Some(hub) = self.hub.upgrade() else {
+            return String::new();
+        };
+        let facts = super::prompt::PromptFacts::gather(&hub.lock(), &self.caller.agent);
+        facts.map(|f| f.render()).unwrap_or_default()
     }
 
     fn tools(&self) -> Vec<ToolDef> {

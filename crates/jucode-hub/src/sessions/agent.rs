@@ -68,6 +68,7 @@ impl Hub {
             return Err(e);
         }
         inner.broadcast_sessions();
+        inner.broadcast_agents();
         Ok(session)
     }
 

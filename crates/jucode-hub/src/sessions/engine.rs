@@ -185,6 +185,7 @@ impl Hub {
                     }
                 }
                 let changed = was_busy != s.busy || title.is_some();
+                let agent_turn = was_busy != s.busy && s.agent.is_some();
                 if let Some(title) = &title {
                     s.auto_title = Some(title.clone());
                 }
@@ -219,6 +220,9 @@ impl Hub {
                 if changed || named.is_some() {
                     inner.broadcast_sessions();
                 }
+                if agent_turn {
+                    inner.broadcast_agents();
+                }
                 if actions_changed {
                     let list = to_value(&Reply::to(None, inner.actions.event()));
                     inner.broadcast(&list);
@@ -227,6 +231,7 @@ impl Hub {
             EngineOutput::Exited { error } => {
                 let running = s.running.take();
                 let created = s.created.take();
+                let of_agent = s.agent.is_some();
                 s.busy = false;
                 s.watchers.clear();
                 if let Some((client, id)) = created {
@@ -263,6 +268,9 @@ impl Hub {
                 ));
                 inner.broadcast(&closed);
                 inner.broadcast_sessions();
+                if of_agent {
+                    inner.broadcast_agents();
+                }
                 if let Some(running) = running {
                     let _ = running.done.send(true);
                 }

@@ -287,6 +287,37 @@ impl Sessions {
         }
     }
 
+    /// The sessions of `agent` (of every agent with `None`) as `session_list` shows them,
+    /// newest first.
+    pub(crate) fn agent_sessions(&self, agent: Option<&str>) -> Vec<SessionInfo> {
+        self.sorted()
+            .into_iter()
+            .filter(|s| match (agent, s.agent.as_deref()) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(want), Some(has)) => want == has,
+            })
+            .map(Session::info)
+            .collect()
+    }
+
+    /// Whether a session of `agent` (hidden ones too) is in a turn.
+    pub(crate) fn agent_in_turn(&self, agent: &str) -> bool {
+        self.map
+            .values()
+            .any(|s| s.busy && s.agent.as_deref() == Some(agent))
+    }
+
+    /// Asks every open session of `agent` to stop, as `session_close` does (each one's
+    /// `session_closed` follows once its engine is gone).
+    pub(crate) fn close_agent_sessions(&self, agent: &str) {
+        for s in self.map.values() {
+            if s.agent.as_deref() == Some(agent) {
+                s.send(shutdown_op());
+            }
+        }
+    }
+
     /// Ends `client`'s watches; a session left with no watcher becomes unattended. Returns
     /// whether any session lost a watcher (its `watchers` count changed).
     pub(crate) fn unwatch_all(&mut self, client: ClientId) -> bool {

@@ -36,6 +36,16 @@ pub const PATH_BYTES: usize = 4096;
 pub const GROUP_BYTES: usize = 1024;
 /// Engine `options` (`session_create`, `session_open`), as JSON.
 pub const OPTIONS_BYTES: usize = 64 * 1024;
+/// An agent's brief file (`role.md` and the others), whether a client or the agent writes it.
+pub const BRIEF_BYTES: usize = 64 * 1024;
+/// One of an agent's `memory/<topic>.md` files.
+pub const MEMORY_BYTES: usize = 64 * 1024;
+/// An agent's `icon`, as JSON (the markup of an SVG icon is held to [`SVG_BYTES`]).
+pub const ICON_BYTES: usize = 16 * 1024;
+/// The markup of an agent's SVG icon (the spec's bound).
+pub const SVG_BYTES: usize = 8192;
+/// The value of an agent's slug icon, in UTF-16 units (the spec's bound).
+pub const SLUG_UNITS: usize = 32;
 /// One MCP server entry (`mcp_set`), as JSON.
 pub const MCP_SERVER_BYTES: usize = 64 * 1024;
 

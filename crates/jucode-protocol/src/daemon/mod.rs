@@ -1,12 +1,13 @@
 //! Frames between daemon clients (desktop, phone, web page) and the daemon.
 //!
 //! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
-//! module ([`sessions`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
+//! module ([`sessions`], [`agents`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
 //! [`timers`], [`questions`], [`reports`]).
 //! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
 //! the daemon itself sends.
 
 pub mod actions;
+pub mod agents;
 pub mod basics;
 pub mod devices;
 pub mod limits;
@@ -25,6 +26,7 @@ use serde_json::Value;
 use crate::Object;
 
 pub use actions::ActionsOp;
+pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
 pub use mcp::McpOp;
@@ -142,6 +144,7 @@ pub enum DaemonOp {
     Basics(BasicsOp),
     Sessions(SessionsOp),
     Actions(ActionsOp),
+    Agents(AgentsOp),
     Workspaces(WorkspacesOp),
     Devices(DevicesOp),
     Push(PushOp),
@@ -177,6 +180,7 @@ impl DaemonOp {
             Area::Basics => read(fields).map(DaemonOp::Basics),
             Area::Sessions => read(fields).map(DaemonOp::Sessions),
             Area::Actions => read(fields).map(DaemonOp::Actions),
+            Area::Agents => read(fields).map(DaemonOp::Agents),
             Area::Workspaces => read(fields).map(DaemonOp::Workspaces),
             Area::Devices => read(fields).map(DaemonOp::Devices),
             Area::Push => read(fields).map(DaemonOp::Push),
@@ -197,6 +201,7 @@ impl DaemonOp {
         match self {
             DaemonOp::Sessions(op) => op.check_limits(),
             DaemonOp::Actions(op) => op.check_limits(),
+            DaemonOp::Agents(op) => op.check_limits(),
             DaemonOp::Workspaces(op) => op.check_limits(),
             DaemonOp::Mcp(op) => op.check_limits(),
             DaemonOp::Questions(op) => op.check_limits(),
@@ -248,7 +253,29 @@ pub enum DaemonEvent {
         workspaces: Vec<Workspace>,
     },
     Agents {
-        agents: Vec<Value>,
+        agents: Vec<AgentInfo>,
+    },
+    AgentCreated {
+        agent: String,
+    },
+    /// `agent_get`: the agent's settings, its brief files by name (a missing one is empty),
+    /// its memory files (`memory/<name>.md`, sorted) and its sessions as `session_list` has them.
+    Agent {
+        agent: Box<AgentInfo>,
+        brief: std::collections::BTreeMap<String, String>,
+        memory: Vec<String>,
+        sessions: Vec<SessionInfo>,
+    },
+    AgentUpdated {
+        agent: String,
+    },
+    AgentDeleted {
+        agent: String,
+    },
+    AgentMemory {
+        agent: String,
+        file: String,
+        content: String,
     },
     Schedules {
         schedules: Vec<Value>,

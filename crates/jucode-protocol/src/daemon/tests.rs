@@ -101,6 +101,12 @@ fn the_table_and_the_typed_ops_agree() {
         "project_add": {"path": "/p"},
         "project_create": {"parent": "/p", "name": "n"},
         "project_remove": {"workspace": "w", "project": "p"},
+        "agent_list": {},
+        "agent_create": {"agent": "ops", "name": "Ops", "cwd": "/w", "role": "r"},
+        "agent_get": {"agent": "ops"},
+        "agent_update": {"agent": "ops"},
+        "agent_delete": {"agent": "ops"},
+        "agent_memory_read": {"agent": "ops", "file": "a.md"},
         "pair_start": {},
         "pair_link": {},
         "device_list": {},
@@ -141,6 +147,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Basics(_) => Area::Basics,
             DaemonOp::Sessions(_) => Area::Sessions,
             DaemonOp::Actions(_) => Area::Actions,
+            DaemonOp::Agents(_) => Area::Agents,
             DaemonOp::Workspaces(_) => Area::Workspaces,
             DaemonOp::Devices(_) => Area::Devices,
             DaemonOp::Push(_) => Area::Push,
@@ -203,7 +210,7 @@ fn typed_ops_parse_and_name_missing_fields() {
         err.to_string(),
         "push_subscribe: missing field `subscription`"
     );
-    let f = ClientFrame::parse(r#"{"op":"agent_list"}"#).unwrap();
+    let f = ClientFrame::parse(r#"{"op":"term_open"}"#).unwrap();
     assert!(DaemonOp::from_frame(&f).is_none());
 }
 

@@ -43,6 +43,7 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
     typed.extend(variants::<BasicsOp>(&mut generator, "op").keys().cloned());
     typed.extend(variants::<SessionsOp>(&mut generator, "op").keys().cloned());
     typed.extend(variants::<ActionsOp>(&mut generator, "op").keys().cloned());
+    typed.extend(variants::<AgentsOp>(&mut generator, "op").keys().cloned());
     typed.extend(
         variants::<WorkspacesOp>(&mut generator, "op")
             .keys()
