@@ -71,12 +71,19 @@ pub enum Error {
         effort: String,
         accepted: Vec<String>,
     },
+    /// jcode (0.78.1 on) read back another effort than the one it accepted.
+    #[error("reasoning effort {requested:?} accepted but jcode reports {applied:?}")]
+    EffortMismatch { requested: String, applied: String },
     /// The orientation proof never showed the cotal tools.
     #[error("readiness: {0}")]
     Readiness(String),
-    /// The provider rejected the readiness turn (only its code is public).
-    #[error("provider refusal: {0}")]
-    ProviderRefused(String),
+    /// The provider rejected the readiness turn: only its code and, for a
+    /// model id or effort value it named, that value are public.
+    #[error("provider refusal: {code}{}", rejected.as_ref().map(|r| format!("; rejected {r}")).unwrap_or_default())]
+    ProviderRefused {
+        code: String,
+        rejected: Option<String>,
+    },
     /// The orientation proof did not arrive within its bound.
     #[error("readiness timeout (orientation call observed: {observed})")]
     ReadinessTimeout { observed: bool },
@@ -125,9 +132,10 @@ impl Error {
             Error::ModelMismatch(_) => "model_mismatch",
             Error::EffortUnsupported => "effort_unsupported",
             Error::EffortRefused { .. } => "effort_refused",
+            Error::EffortMismatch { .. } => "effort_mismatch",
             Error::Readiness(_) => "readiness_failed",
             Error::ReadinessTimeout { .. } => "readiness_timeout",
-            Error::ProviderRefused(_) => "provider_refused",
+            Error::ProviderRefused { .. } => "provider_refused",
             Error::Resume(_) => "resume_refused",
             Error::Config(_) => "invalid_config",
             Error::Teardown(_) => "teardown_failed",

@@ -37,6 +37,9 @@ pub struct LaunchRecord {
     pub bridge_pid: Option<u32>,
     #[serde(default)]
     pub tui_pid: Option<u32>,
+    /// The jcode build this launch runs (`jcode version --json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jcode_version: Option<crate::version::JcodeVersion>,
 }
 
 impl LaunchRecord {
@@ -189,6 +192,8 @@ pub struct LaunchSpec {
     pub working_dir: PathBuf,
     /// The agent environment (no `COTAL_*`).
     pub env: Vec<(String, String)>,
+    /// What `jcode version --json` reported at the seat's launch.
+    pub version: Option<crate::version::JcodeVersion>,
 }
 
 /// A running private bridge (and, through it, the daemon).
@@ -209,6 +214,7 @@ impl Instance {
         let mut rec = LaunchRecord {
             nonce: nonce.clone(),
             host_pid: std::process::id(),
+            jcode_version: spec.version.clone(),
             ..Default::default()
         };
         rec.write(home)?;

@@ -7,7 +7,8 @@
 //! pieces: [`api`] (the Harness API client), [`home`] (the private home, its
 //! socket alias and the connector log), [`creds`] (credential mirroring through
 //! pinned parents), [`fork`] (`--resume` forks), [`instance`] (the private
-//! process tree and its PID-exact teardown), [`models`] (the `models` listing).
+//! process tree and its PID-exact teardown), [`models`] (the `models` listing),
+//! [`version`] (which jcode build a seat runs and what it offers).
 
 pub mod api;
 pub mod creds;
@@ -17,6 +18,7 @@ pub mod harness;
 pub mod home;
 pub mod instance;
 pub mod models;
+pub mod version;
 
 pub use error::{Error, Result};
 

@@ -1,5 +1,5 @@
-//! The jcode side against the real jcode binary (0.67.1 from the pinned npm
-//! platform package) with a fake OpenAI-compatible provider on loopback and a
+//! The jcode side against the real jcode binary (`JCODE_BIN`, else 0.67.1 from
+//! the pinned npm platform package) with a fake OpenAI-compatible provider on loopback and a
 //! stand-in `cotal` stdio MCP server: launch, orientation proof, a turn with a
 //! tool call, relaunch continuing the session, a fork, teardown proven.
 //!
@@ -168,6 +168,11 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
     );
     let pids = tree(&home);
     assert!(pids.len() >= 2, "bridge and daemon recorded: {pids:?}");
+    // Whichever build JCODE_BIN names, its version is logged and recorded.
+    let rec = LaunchRecord::read(&home).unwrap().unwrap();
+    let ver = rec.jcode_version.expect("the version in the launch record");
+    assert!(logs.contains(&format!("jcode {}", ver.version)), "{logs}");
+    assert!(ver.semver.is_some(), "{ver:?}");
 
     let _ = h.signals();
     h.send_turn("USE_TOOL now").await.unwrap();

@@ -14,6 +14,18 @@
 //! interrupt request, and as it ends a TUI turn begins; that request is answered only then and
 //! is injected into the TUI turn, which ends once it took it), `FAKE_JCODE_TUI_TURN_FAIL` (that
 //! TUI turn fails).
+//!
+//! Versions: `FAKE_JCODE_VERSION` (default `0.67.1`) is what `version --json` reports; from 0.78.1
+//! on `model_info`/`runtime_info` carry the applied `reasoning_effort` (`FAKE_JCODE_EFFORT=misapply`
+//! accepts a tier but applies `low`), and `FAKE_JCODE_STOP_ON=<text>` ends the turn whose message
+//! contains it with `turn_stopped{reason: FAKE_JCODE_STOP_REASON}` as newer builds do.
+//! `FAKE_JCODE_FAIL_CODE` is the code of the `FAKE_JCODE_FAIL_ON` error frame (default `internal`),
+//! `FAKE_JCODE_FAIL_MESSAGE` its text.
+//! Startup: `FAKE_JCODE_BUSY_IF=<file>` (while it exists, every message is refused as busy);
+//! `FAKE_JCODE_EXIT_AT_START_IF=<file>` / `FAKE_JCODE_HANG_AT_START_IF=<file>` (a launch that finds
+//! the file removes it, then exits, or never binds the socket after writing `<file>.hanging`);
+//! `FAKE_JCODE_SERVERS_CORRUPT_IF=<file>` (a launch that finds it writes a `servers.json` nobody
+//! can read, so its teardown cannot be proven).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -30,6 +42,8 @@ use serde_json::{Value, json};
 static ORIENTATION_TURNS: AtomicU64 = AtomicU64::new(0);
 /// Whether the one refusal of `FAKE_JCODE_BUSY_AFTER_TURN` was sent.
 static REFUSED_ONCE: AtomicBool = AtomicBool::new(false);
+/// The tier `set_reasoning_effort` applied (reported from 0.78.1 on).
+static EFFORT: Mutex<Option<String>> = Mutex::new(None);
 /// Whether the (pretend) MCP server is up (`FAKE_JCODE_MCP_DELAY_MS`).
 static MCP_UP: AtomicBool = AtomicBool::new(false);
 /// Soft interrupts queued in this bridge (jcode keeps them per session).
@@ -56,6 +70,32 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
 
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+/// The version this fake poses as.
+fn version() -> String {
+    env("FAKE_JCODE_VERSION").unwrap_or_else(|| "0.67.1".into())
+}
+
+fn semver() -> (u64, u64, u64) {
+    let v = version();
+    let mut it = v.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    (
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+    )
+}
+
+/// 0.78.1 and later report the applied effort.
+fn reports_effort() -> bool {
+    semver() >= (0, 78, 1)
+}
+
+/// A launch knob naming a file: true (once) when the file exists, which it removes.
+fn once_if(var: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env(var)?);
+    std::fs::remove_file(&p).ok().map(|_| p)
 }
 
 fn home() -> PathBuf {
@@ -91,10 +131,14 @@ fn main() {
         i += 1;
     }
     match sub.as_deref() {
-        Some("version") => println!(
-            "{}",
-            json!({"version":"v0.0.0-fake","semver":"0.0.0","release_build":false})
-        ),
+        Some("version") => {
+            let v = version();
+            println!(
+                "{}",
+                json!({"version": format!("v{v} (fakehash)"), "semver": v, "base_semver": v,
+                    "update_semver": v, "git_hash": "fakehash", "git_tag": format!("v{v}"), "release_build": true})
+            )
+        }
         Some("api-bridge") | Some("api") => {
             if let Some(ms) = env("FAKE_JCODE_MCP_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
                 // The MCP server comes up this long after launch, whatever the turns do.
@@ -147,11 +191,24 @@ fn bridge(socket: PathBuf) {
     let servers = json!({"meadow": {
         "id": "server_meadow_1_0000000000000000", "name": "meadow",
         "socket": daemon_socket.display().to_string(), "pid": daemon.id(),
-        "version": "v0.0.0-fake", "sessions": []}});
+        "version": format!("v{}", version()), "sessions": []}});
     std::fs::write(home.join("servers.json"), servers.to_string()).unwrap();
-    if env("FAKE_JCODE_EXIT_AT_START").is_some() {
+    if once_if("FAKE_JCODE_SERVERS_CORRUPT_IF").is_some() {
+        std::fs::write(home.join("servers.json"), b"{\"meadow\": {\"pid\": ").unwrap();
+    }
+    if env("FAKE_JCODE_EXIT_AT_START").is_some() || once_if("FAKE_JCODE_EXIT_AT_START_IF").is_some()
+    {
         eprintln!("fake jcode: exiting at start as asked (the daemon stays)");
         std::process::exit(1);
+    }
+    if let Some(p) = once_if("FAKE_JCODE_HANG_AT_START_IF") {
+        // Never binds the socket: only a stop ends this launch.
+        let mut marker = p.into_os_string();
+        marker.push(".hanging");
+        std::fs::write(&marker, b"hanging").unwrap();
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
     }
     // Reap the daemon when it is stopped, as long as the bridge lives.
     std::thread::spawn(move || daemon.wait());
@@ -356,8 +413,21 @@ fn serve(stream: UnixStream) {
                 conn.error(Some(id), "unsupported_version", "bridge speaks API v1");
                 return;
             }
-            conn.reply(id, "hello_ok", json!({"version": 1, "server": "jcode-fake-bridge/0.0.0",
-                "capabilities": ["sessions", "streaming", "persisted_session_discovery", "runtime_info"]}));
+            let mut caps = vec![
+                "sessions",
+                "streaming",
+                "persisted_session_discovery",
+                "runtime_info",
+            ];
+            if semver() >= (0, 80, 0) {
+                caps.push("turn_stop_reasons");
+            }
+            conn.reply(
+                id,
+                "hello_ok",
+                json!({"version": 1, "server": format!("jcode-fake-bridge/{}", version()),
+                "capabilities": caps}),
+            );
             continue;
         }
         let sid = f["session_id"].as_str().unwrap_or_default().to_string();
@@ -404,7 +474,13 @@ fn serve(stream: UnixStream) {
                 let routes: Value = env("FAKE_JCODE_ROUTES")
                     .and_then(|r| serde_json::from_str(&r).ok())
                     .unwrap_or(json!([{"model": "fake-model", "provider": "fake", "api_method": "openai-compatible:fake", "available": true, "detail": "fake"}]));
-                conn.reply(id, "runtime_info", json!({"session_id": sid, "provider": "fake", "model": "fake-model", "routes": routes}));
+                let mut info = json!({"session_id": sid, "provider": "fake", "model": "fake-model", "routes": routes});
+                if reports_effort()
+                    && let Some(e) = EFFORT.lock().unwrap().clone()
+                {
+                    info["reasoning_effort"] = json!(e);
+                }
+                conn.reply(id, "runtime_info", info);
             }
             "set_model" => {
                 let m = f["model"].as_str().unwrap_or_default();
@@ -420,7 +496,17 @@ fn serve(stream: UnixStream) {
                 Some("refuse") => conn.error(Some(id), "invalid_request", "provider rejected reasoning effort"),
                 // A refusal that names the accepted ladder among provider text.
                 Some("refuse-ladder") => conn.error(Some(id), "invalid_request", "Unsupported reasoning effort 'ultra' for fake-model (request req_PRIVATE42); supported values: none, low, medium, high."),
-                _ => conn.reply(id, "ok", json!({})),
+                other => {
+                    let asked = f["effort"].as_str().unwrap_or_default().to_string();
+                    let applied = if other == Some("misapply") { "low".to_string() } else { asked };
+                    *EFFORT.lock().unwrap() = Some(applied.clone());
+                    conn.reply(id, "ok", json!({}));
+                    let mut info = json!({"provider": "fake", "model": "fake-model"});
+                    if reports_effort() {
+                        info["reasoning_effort"] = json!(applied);
+                    }
+                    conn.event("model_info", info);
+                }
             },
             "soft_interrupt" => {
                 // The daemon answers late: the turn may end before it queues the text.
@@ -470,6 +556,12 @@ fn serve(stream: UnixStream) {
                     conn.error(None, "internal", "Already processing a message");
                     continue;
                 }
+                // A TUI turn holds the session: refused, never run.
+                if env("FAKE_JCODE_BUSY_IF").is_some_and(|p| Path::new(&p).exists()) {
+                    busy.store(false, Ordering::SeqCst);
+                    conn.error(None, "internal", "Already processing a message");
+                    continue;
+                }
                 // jcode 0.67.1 acks a message right after a turn_done, then refuses
                 // it: its previous processing task had not let go yet.
                 if env("FAKE_JCODE_BUSY_AFTER_TURN").is_some()
@@ -514,10 +606,23 @@ fn turn(conn: &mut Conn, sid: &str, content: &str, user: Value, busy: &AtomicBoo
     if let Some(pat) = env("FAKE_JCODE_FAIL_ON")
         && content.contains(&pat)
     {
-        conn.error(
-            None,
-            "internal",
-            "provider error: rate limit exceeded (429)",
+        let code = env("FAKE_JCODE_FAIL_CODE").unwrap_or_else(|| "internal".into());
+        let message = env("FAKE_JCODE_FAIL_MESSAGE")
+            .unwrap_or_else(|| "provider error: rate limit exceeded (429)".into());
+        busy.store(false, Ordering::SeqCst);
+        conn.error(None, &code, &message);
+        return;
+    }
+    if let Some(pat) = env("FAKE_JCODE_STOP_ON")
+        && content.contains(&pat)
+    {
+        let reason = env("FAKE_JCODE_STOP_REASON").unwrap_or_else(|| "interrupted".into());
+        conn.event("text_delta", json!({"text": "Partial "}));
+        append_messages(sid, vec![user]);
+        busy.store(false, Ordering::SeqCst);
+        conn.event(
+            "turn_stopped",
+            json!({"reason": reason, "message": format!("turn stopped: {reason}")}),
         );
         return;
     }

@@ -43,6 +43,13 @@ pub(super) async fn start(
         )))),
         None => READINESS_TIMEOUT,
     };
+    let deferral_max = match j("COTAL_JCODE_DEFERRAL_MAX_MS") {
+        Some(ms) => Duration::from_millis(tryl!(
+            ms.parse::<u64>()
+                .map_err(|_| Error::Config("COTAL_JCODE_DEFERRAL_MAX_MS is not a number".into()))
+        )),
+        None => DEFERRAL_MAX,
+    };
     let frames = if tryl!(frame_log_wanted(j("COTAL_JCODE_FRAME_LOG").as_deref())) {
         let now_ms = i64::try_from(SystemClock::new().now_ms()).unwrap_or(i64::MAX);
         let ts = chrono::DateTime::from_timestamp_millis(now_ms)
@@ -125,11 +132,15 @@ pub(super) async fn start(
         .unwrap_or_else(|| PathBuf::from("jcode"));
     let mut env = ctx.agent_env.clone();
     env.retain(|(k, _)| !k.starts_with("COTAL_") && !k.starts_with("JCODE_"));
+    // Which build: logged, recorded with the launch, asked where builds differ.
+    let version = tryl!(crate::version::read(&binary, &env).await);
+    log.line(&version.describe());
     let spec = LaunchSpec {
         binary,
         home: home.clone(),
         working_dir: working_dir.clone(),
         env,
+        version: Some(version),
     };
     let jcode_logs = home::JcodeLogMark::take(&home);
     let inst = tryl!(Instance::launch(&spec).await);
@@ -193,6 +204,7 @@ pub(super) async fn start(
             &sid,
             ctx.model.as_deref(),
             ctx.variant.as_deref(),
+            spec.version.as_ref(),
             &log
         )
         .await
@@ -206,7 +218,14 @@ pub(super) async fn start(
             session_id: sid.clone(),
             tui,
             prompt: j("COTAL_JCODE_PROMPT"),
+            model: ctx.model.clone(),
+            variant: ctx.variant.clone(),
+            deferral_max,
         },
+        clock: factory
+            .clock
+            .clone()
+            .unwrap_or_else(jucode_clock::SystemClock::shared),
         log,
         live: tokio::sync::Mutex::new(None),
         turn_lock: Arc::new(tokio::sync::Mutex::new(())),

@@ -251,9 +251,9 @@ impl Shared {
                     Err(f) => {
                         self.log
                             .private(&format!("readiness turn failed: {}", f.message));
-                        return Err(Error::ProviderRefused(
-                            f.code.unwrap_or_else(|| "internal".into()),
-                        ));
+                        let code = f.code.unwrap_or_else(|| "internal".into());
+                        let rejected = self.rejected_value(&code, &f.message);
+                        return Err(Error::ProviderRefused { code, rejected });
                     }
                 }
             }
@@ -274,9 +274,10 @@ impl Shared {
             } else {
                 "readiness: orientation proved; joining with no spawn --prompt"
             }),
-            Err(Error::ProviderRefused(code)) => self
-                .log
-                .line(&format!("readiness: provider refusal ({code})")),
+            Err(Error::ProviderRefused { code, rejected }) => self.log.line(&match rejected {
+                Some(r) => format!("readiness: provider refusal ({code}; rejected {r})"),
+                None => format!("readiness: provider refusal ({code})"),
+            }),
             Err(Error::ReadinessTimeout { observed }) => self.log.line(&format!(
                 "readiness: timeout after {}s (orientation call observed: {observed})",
                 bound.as_secs()
@@ -284,5 +285,23 @@ impl Shared {
             Err(e) => self.log.line(&format!("readiness: failed ({})", e.code())),
         }
         res
+    }
+
+    /// Which connector-visible input an `invalid_request` refusal of the
+    /// readiness turn rejected: the requested model id or effort value when
+    /// the refusal names it. Nothing else of the provider's text is kept.
+    fn rejected_value(&self, code: &str, message: &str) -> Option<String> {
+        if code != "invalid_request" {
+            return None;
+        }
+        let named = |v: &Option<String>| {
+            v.as_deref()
+                .filter(|v| !v.is_empty() && message.contains(v))
+                .map(str::to_string)
+        };
+        if let Some(m) = named(&self.plan.model) {
+            return Some(format!("model {m:?}"));
+        }
+        named(&self.plan.variant).map(|v| format!("reasoning effort {v:?}"))
     }
 }
