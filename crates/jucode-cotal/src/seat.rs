@@ -155,6 +155,8 @@ pub struct Seat {
     pub(crate) manager: crate::manager::Manager,
     /// Rung when the open-mode backstop durable was (re)created.
     backstop_kick: Notify,
+    /// The first presence write landed and the harness was told.
+    bound: std::sync::atomic::AtomicBool,
 }
 
 async fn ack_all(acks: Vec<Acker>) {
@@ -236,6 +238,7 @@ impl Seat {
             started_ms: now,
             manager: crate::manager::Manager::default(),
             backstop_kick: Notify::new(),
+            bound: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -263,6 +266,8 @@ impl Seat {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
         let _ = self.harness.set(harness.clone());
+        // Subscribed before presence can bind: the startup turn's signals follow the bind.
+        let signals = harness.signals();
         if let Some(model) = harness.model_label() {
             self.state().presence.model = Some(model);
         }
@@ -304,7 +309,10 @@ impl Seat {
             }
         }
 
-        let result = self.clone().drive(harness.clone(), shutdown, emitter).await;
+        let result = self
+            .clone()
+            .drive(harness.clone(), signals, shutdown, emitter)
+            .await;
         for t in tasks {
             t.abort();
         }
@@ -344,8 +352,15 @@ impl Seat {
             };
             if let Some(rec) = rec {
                 let bytes = serde_json::to_vec(&rec).unwrap_or_default();
-                if let Err(e) = self.mesh.presence.put(&key, bytes.into()).await {
-                    tracing::debug!(error = %e, "presence write failed");
+                match self.mesh.presence.put(&key, bytes.into()).await {
+                    Err(e) => tracing::debug!(error = %e, "presence write failed"),
+                    Ok(_) if !self.bound.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+                        tracing::info!("presence bound");
+                        if let Some(h) = self.harness.get() {
+                            h.joined();
+                        }
+                    }
+                    Ok(_) => {}
                 }
             }
             tokio::select! {
@@ -693,12 +708,12 @@ impl Seat {
     async fn drive(
         self: Arc<Self>,
         harness: Arc<dyn Harness>,
+        mut signals: tokio::sync::broadcast::Receiver<HarnessSignal>,
         shutdown: impl std::future::Future<Output = ()>,
         mut emitter: Option<Emitting>,
     ) -> Result<()> {
         let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<Result<(), TurnFailure>>();
         let (int_tx, mut int_rx) = mpsc::unbounded_channel::<SteerEvent>();
-        let mut signals = harness.signals();
         tokio::pin!(shutdown);
         loop {
             self.step(&harness, &turn_tx, &int_tx);

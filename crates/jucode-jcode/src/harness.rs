@@ -5,16 +5,21 @@
 //! connection closes.
 //!
 //! This file holds the shared state and the [`Harness`] impl; `launch` brings a seat up,
-//! `lifecycle` keeps its connection alive, `turns` runs turns, `model` picks model and effort.
+//! `lifecycle` keeps its connection (pump, readiness), `recovery` owns the recovery window,
+//! `startup` the post-join startup turn, `turns` runs turns, `failures` reads turns that did not
+//! succeed, `model` picks model and effort.
 
 mod failures;
 mod launch;
 mod lifecycle;
 mod model;
+mod recovery;
+mod startup;
 mod turns;
 
 use launch::start;
 pub use model::{EFFORT_VOCABULARY, accepted_ladder, select_model};
+pub use startup::{DEFERRED_NATIVE_CHANGE, STARTUP_ATTEMPTS, WAITING_ON_STEERING};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -230,6 +235,16 @@ struct Shared {
     generation: std::sync::atomic::AtomicU64,
     startup_gate: watch::Sender<bool>,
     startup_armed: AtomicBool,
+    /// Messages written to jcode (a startup turn that failed before one was is still pending).
+    invoked: std::sync::atomic::AtomicU64,
+    /// The recovery window is open: no live connection to send on.
+    reconnecting: AtomicBool,
+    /// Raised when the live connection is dropped or replaced.
+    live_changed: tokio::sync::Notify,
+    /// Raised when the seat starts stopping.
+    stopping: tokio::sync::Notify,
+    /// Held while a recovery window runs; a stop waits for it.
+    recovery_lock: tokio::sync::Mutex<()>,
     model: Option<(String, Option<String>)>,
     fatal: Arc<Mutex<Option<String>>>,
     recovery_window: Duration,
@@ -418,6 +433,12 @@ impl Harness for JcodeHarness {
             }
             g.open
         };
+        if !joined && !*sh.startup_gate.borrow() {
+            // Mail buffered before the startup turn runs in the turn after it.
+            return Err(fail(
+                "the startup turn has not run yet; held for the following turn".into(),
+            ));
+        }
         if !joined {
             // No turn is open (it ended as the seat sent this): jcode ≤ 0.79.1
             // would only queue it, so it starts its own turn, as jcode's later
@@ -467,15 +488,20 @@ impl Harness for JcodeHarness {
     }
 
     fn signals(&self) -> broadcast::Receiver<HarnessSignal> {
-        let rx = match lock(&self.shared.signals).as_ref() {
+        match lock(&self.shared.signals).as_ref() {
             Some(tx) => tx.subscribe(),
             None => broadcast::channel(1).1,
-        };
-        // The seat subscribes once it joined: the startup turn runs now.
+        }
+    }
+
+    fn joined(&self) {
+        // The presence bind is confirmed: the startup turn may run.
         if !self.shared.startup_armed.swap(true, Ordering::SeqCst) {
+            self.shared
+                .log
+                .line("presence bound; the post-join startup turn may run");
             tokio::spawn(self.shared.clone().startup_turns());
         }
-        rx
     }
 
     fn journal(&self) -> Option<JournalSource> {
@@ -491,6 +517,9 @@ impl Harness for JcodeHarness {
 
     async fn shutdown(&self) {
         self.shared.shutting_down.store(true, Ordering::SeqCst);
+        self.shared.stopping.notify_waiters();
+        // A replacement launching now is cut off and proven stopped first.
+        let _recovered = self.shared.recovery_lock.lock().await;
         if let Some(c) = self.shared.client().await {
             let _ = tokio::time::timeout(
                 Duration::from_secs(2),

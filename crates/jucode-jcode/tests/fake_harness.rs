@@ -53,6 +53,8 @@ async fn launch_proves_orientation_runs_a_tool_turn_and_teardown_leaves_nothing(
     assert!(home.root.join("config.toml").exists());
 
     let mut sig = h.signals(); // the seat joined: the notice turn runs
+
+    h.joined();
     h.send_turn("USE_TOOL now").await.unwrap();
     assert_eq!(env.sends("You have joined the Cotal mesh"), 1);
     let mut saw_activity = false;
@@ -82,6 +84,7 @@ async fn relaunch_continues_the_largest_session_of_the_working_directory() {
     let h = start(&f, env.ctx("bob", &[], &[])).await.unwrap();
     let first = h.journal().unwrap().session_id;
     let _ = h.signals();
+    h.joined();
     h.send_turn("remember this").await.unwrap();
     h.shutdown().await;
     let h = start(&f, env.ctx("bob", &[], &[])).await.unwrap();
@@ -446,6 +449,7 @@ async fn a_bridge_closing_mid_turn_is_replaced_once_then_ends_the_seat() {
     let home = env.home("flaky");
     let first_tree = tree(&home);
     let mut sig = h.signals();
+    h.joined();
     let failed = h.send_turn("BOOM please").await.unwrap_err();
     assert!(failed.message.contains("closed"), "{failed:?}");
     assert!(next_signal(&mut sig, &HarnessSignal::Reconnecting).await);
@@ -490,6 +494,7 @@ async fn a_turn_sent_after_the_startup_turn_ended_still_runs() {
     let f = env.factory();
     let h = start(&f, env.ctx("late-dm", &[], &[])).await.unwrap();
     let mut sig = h.signals(); // joined: the notice runs as the first turn
+    h.joined();
     assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: true }).await);
     assert_eq!(env.sends("You have joined the Cotal mesh"), 1);
     tokio::time::timeout(GUARD, h.send_turn("DM from bob: ping"))
@@ -621,6 +626,7 @@ async fn busy_seat(
     let f = env.factory();
     let h = start(&f, env.ctx(name, knobs, &[])).await.unwrap();
     let sig = h.signals();
+    h.joined();
     let turn = {
         let h = h.clone();
         tokio::spawn(async move { h.send_turn("long work").await })
@@ -679,6 +685,7 @@ async fn an_interrupt_that_missed_the_turn_runs_as_a_follow_up_not_twice() {
     // it) starts its own turn, signalled like a foreign one, and runs once;
     // jcode's idle queue is never used.
     let mut sig = h.signals();
+    h.joined();
     let cancels = |env: &Env| {
         env.requests()
             .iter()
@@ -848,6 +855,7 @@ async fn a_permanent_refusal_during_recovery_ends_the_seat_at_once() {
     );
     let h = start(&f, ctx).await.unwrap();
     let mut sig = h.signals();
+    h.joined();
     assert!(h.send_turn("BOOM").await.is_err());
     assert!(
         !next_signal(&mut sig, &HarnessSignal::Reconnected).await,

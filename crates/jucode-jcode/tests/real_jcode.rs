@@ -175,6 +175,8 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
     assert!(ver.semver.is_some(), "{ver:?}");
 
     let _ = h.signals();
+
+    h.joined();
     h.send_turn("USE_TOOL now").await.unwrap();
     let reqs = s.provider.jcode_requests();
     assert!(
@@ -215,6 +217,7 @@ async fn real_jcode_fork_from_the_operator_home() {
     let f = s.factory();
     let h = start(&f, s.ctx("source", &[])).await;
     let _ = h.signals();
+    h.joined();
     h.send_turn("remember the word pineapple").await.unwrap();
     let src = h.journal().unwrap();
     h.shutdown().await;
@@ -237,6 +240,7 @@ async fn real_jcode_fork_from_the_operator_home() {
     let fork = h.journal().unwrap();
     assert_ne!(fork.session_id, src.session_id);
     let _ = h.signals();
+    h.joined();
     h.send_turn("what was the word?").await.unwrap();
     // The provider saw the carried history in the fork's turn.
     assert!(

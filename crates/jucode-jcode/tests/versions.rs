@@ -99,6 +99,7 @@ async fn failing_turn(knobs: &[(&str, &str)], text: &str) -> (Vec<HarnessSignal>
     all.extend_from_slice(knobs);
     let h = start(&f, env.ctx("stop", &all, &[])).await.unwrap();
     let mut sig = h.signals();
+    h.joined();
     let res = h.send_turn(text).await;
     let failure = res.expect_err("a stopped or failed turn is never a success");
     let mut seen = Vec::new();

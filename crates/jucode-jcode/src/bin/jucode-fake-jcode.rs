@@ -26,6 +26,10 @@
 //! the file removes it, then exits, or never binds the socket after writing `<file>.hanging`);
 //! `FAKE_JCODE_SERVERS_CORRUPT_IF=<file>` (a launch that finds it writes a `servers.json` nobody
 //! can read, so its teardown cannot be proven).
+//! A scripted TUI: `FAKE_JCODE_TUI_SCRIPT=<dir>` (turn N begins on the attached session when
+//! `<dir>/start-N` appears and ends, taking what jcode queued, when `<dir>/end-N` appears; the
+//! session refuses messages meanwhile); `FAKE_JCODE_SOFT_REPLY_WAIT=<file>` (a soft interrupt is
+//! answered only once the file is gone); `FAKE_JCODE_REFUSE_NO_REPLY` (no-reply appends refused).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -42,6 +46,10 @@ use serde_json::{Value, json};
 static ORIENTATION_TURNS: AtomicU64 = AtomicU64::new(0);
 /// Whether the one refusal of `FAKE_JCODE_BUSY_AFTER_TURN` was sent.
 static REFUSED_ONCE: AtomicBool = AtomicBool::new(false);
+/// The connection last attached to a session (where a scripted TUI turn's events go).
+static ATTACHED: Mutex<Option<(Conn, Arc<AtomicBool>)>> = Mutex::new(None);
+/// A scripted TUI turn holds the session.
+static TUI_BUSY: AtomicBool = AtomicBool::new(false);
 /// The tier `set_reasoning_effort` applied (reported from 0.78.1 on).
 static EFFORT: Mutex<Option<String>> = Mutex::new(None);
 /// Whether the (pretend) MCP server is up (`FAKE_JCODE_MCP_DELAY_MS`).
@@ -221,12 +229,17 @@ fn bridge(socket: PathBuf) {
         socket.display(),
         daemon_socket.display()
     );
+    if let Some(dir) = env("FAKE_JCODE_TUI_SCRIPT") {
+        std::thread::spawn(move || scripted_tui(PathBuf::from(dir)));
+    }
     for conn in listener.incoming().flatten() {
         std::thread::spawn(move || serve(conn));
     }
 }
 
 fn log_frame(line: &str) {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = env("FAKE_JCODE_LOG")
         && let Ok(mut f) = std::fs::OpenOptions::new()
             .append(true)
@@ -304,7 +317,11 @@ fn rand_u64() -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// One writer of a snapshot at a time (jcode's session holds its own lock).
+static SNAPSHOT_WRITE: Mutex<()> = Mutex::new(());
+
 fn append_messages(id: &str, msgs: Vec<Value>) {
+    let _one = SNAPSHOT_WRITE.lock().unwrap_or_else(|e| e.into_inner());
     let p = snapshot_path(id);
     let mut snap: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
     snap["messages"].as_array_mut().unwrap().extend(msgs);
@@ -450,6 +467,7 @@ fn serve(stream: UnixStream) {
                 let wd = f["working_dir"].as_str().unwrap_or("/").to_string();
                 let new = new_session(&wd);
                 conn.attached = Some(new.clone());
+                *ATTACHED.lock().unwrap() = Some((conn.clone(), busy.clone()));
                 conn.reply(id, "attached", json!({"session": {"session_id": new, "status": "idle"}}));
                 conn.event("session_status", json!({"status": "attached"}));
                 conn.event("model_info", json!({"provider": "fake", "model": "fake-model"}));
@@ -464,6 +482,7 @@ fn serve(stream: UnixStream) {
                     new_session("/")
                 };
                 conn.attached = Some(target.clone());
+                *ATTACHED.lock().unwrap() = Some((conn.clone(), busy.clone()));
                 conn.reply(id, "attached", json!({"session": {"session_id": target, "status": "idle"}}));
                 conn.event("model_info", json!({"provider": "fake", "model": "fake-model"}));
                 conn.event("session_status", json!({"status": "attached"}));
@@ -513,6 +532,11 @@ fn serve(stream: UnixStream) {
                 if let Some(ms) = env("FAKE_JCODE_SOFT_REPLY_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
                     std::thread::sleep(Duration::from_millis(ms));
                 }
+                if let Some(p) = env("FAKE_JCODE_SOFT_REPLY_WAIT") {
+                    while Path::new(&p).exists() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
                 let content = f["content"].as_str().unwrap_or_default().to_string();
                 if env("FAKE_JCODE_TUI_TURN_AFTER").is_some() && !TUI_DONE.load(Ordering::SeqCst) {
                     // The request meets the turn's end: it is answered once the
@@ -548,6 +572,10 @@ fn serve(stream: UnixStream) {
                 let content = f["content"].as_str().unwrap_or_default().to_string();
                 let user = json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "user", "content": [{"type": "text", "text": content}]});
                 if f["no_reply"].as_bool() == Some(true) {
+                    if TUI_BUSY.load(Ordering::SeqCst) || env("FAKE_JCODE_REFUSE_NO_REPLY").is_some() {
+                        conn.error(Some(id), "internal", "Cannot handle context_message while the session is busy");
+                        continue;
+                    }
                     append_messages(&sid, vec![user]);
                     conn.reply(id, "ok", json!({}));
                     continue;
@@ -557,7 +585,9 @@ fn serve(stream: UnixStream) {
                     continue;
                 }
                 // A TUI turn holds the session: refused, never run.
-                if env("FAKE_JCODE_BUSY_IF").is_some_and(|p| Path::new(&p).exists()) {
+                if TUI_BUSY.load(Ordering::SeqCst)
+                    || env("FAKE_JCODE_BUSY_IF").is_some_and(|p| Path::new(&p).exists())
+                {
                     busy.store(false, Ordering::SeqCst);
                     conn.error(None, "internal", "Already processing a message");
                     continue;
@@ -717,4 +747,39 @@ fn tui_turn(conn: &mut Conn, sid: &str, busy: &AtomicBool) {
     }
     append_messages(sid, vec![msg("assistant", "Done at the TUI.")]);
     conn.event("turn_done", json!({}));
+}
+
+/// `FAKE_JCODE_TUI_SCRIPT`: TUI turns the test starts and ends with files.
+fn scripted_tui(dir: PathBuf) {
+    let until = |p: PathBuf| {
+        while !p.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for n in 1.. {
+        until(dir.join(format!("start-{n}")));
+        let Some((mut conn, busy)) = ATTACHED.lock().unwrap().clone() else {
+            continue;
+        };
+        // A TUI turn begins only once the session's running turn ended.
+        while busy.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // That turn's `turn_done` is written just after its busy flag clears.
+        std::thread::sleep(Duration::from_millis(50));
+        let sid = conn.attached.clone().unwrap_or_default();
+        TUI_BUSY.store(true, Ordering::SeqCst);
+        conn.event("message_accepted", json!({}));
+        conn.event("text_delta", json!({"text": format!("TUI turn {n}")}));
+        until(dir.join(format!("end-{n}")));
+        let msg = |role: &str, text: &str| json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": role, "content": [{"type": "text", "text": text}]});
+        let mut msgs = vec![msg("user", &format!("typed at the TUI {n}"))];
+        for text in std::mem::take(&mut *QUEUE.lock().unwrap()) {
+            msgs.push(msg("user", &text));
+        }
+        msgs.push(msg("assistant", "Done at the TUI."));
+        append_messages(&sid, msgs);
+        TUI_BUSY.store(false, Ordering::SeqCst);
+        conn.event("turn_done", json!({}));
+    }
 }

@@ -221,6 +221,8 @@ impl Shared {
                 Ok(r) => r,
                 Err(f) => break Err(f),
             };
+            // Written to jcode: from here the message may run (see `startup`).
+            self.invoked.fetch_add(1, Ordering::SeqCst);
             let mut refusal_open = true;
             let mut progressed = false;
             break loop {

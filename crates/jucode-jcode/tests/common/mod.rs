@@ -170,3 +170,25 @@ pub async fn next_signal(
         }
     }
 }
+
+/// Wait (deadlock-guarded) until `cond` holds: a condition, never a duration.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    tokio::time::timeout(GUARD, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("deadlock guard: {what}"));
+}
+
+/// A manual clock for the seat's time-driven rules.
+pub fn manual_clock() -> jucode_clock::ManualClock {
+    jucode_clock::ManualClock::new(jiff::Timestamp::UNIX_EPOCH)
+}
+
+/// The position of `needle` in the connector log (panics when absent).
+pub fn log_pos(log: &str, needle: &str) -> usize {
+    log.find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in the log:\n{log}"))
+}
