@@ -79,6 +79,8 @@ pub struct HarnessContext {
     pub role: Option<String>,
     pub model: Option<String>,
     pub variant: Option<String>,
+    /// The persona file (`COTAL_AGENT_FILE`), if the seat has one.
+    pub agent_file: Option<PathBuf>,
     pub workspace_root: Option<PathBuf>,
     /// `COTAL_JCODE_*` values (jcode home, binary, resume, TUI, prompt).
     pub jcode: std::collections::BTreeMap<String, String>,
@@ -133,7 +135,6 @@ pub(crate) struct State {
     /// A soft interrupt request is out and not answered yet.
     interrupt: bool,
     interrupt_failed: bool,
-    first_turn: bool,
     reconnecting: bool,
     pub mesh_ready: bool,
 }
@@ -186,6 +187,7 @@ pub async fn run(
         role: seat.cfg.role.clone(),
         model: seat.cfg.model.clone(),
         variant: seat.cfg.variant.clone(),
+        agent_file: seat.cfg.agent_file.clone(),
         workspace_root: seat.cfg.workspace_root.clone(),
         jcode: seat.cfg.jcode.clone(),
         agent_env: seat.cfg.agent_env.clone(),
@@ -226,7 +228,6 @@ impl Seat {
                 retry_at: None,
                 interrupt: false,
                 interrupt_failed: false,
-                first_turn: true,
                 reconnecting: false,
                 mesh_ready: false,
             }),
@@ -796,12 +797,9 @@ impl Seat {
                     return;
                 }
                 let (items, mention) = st.inbox.begin_turn();
+                // The seat's briefing is in the transcript already (the harness
+                // puts it there before readiness): a turn carries only mail.
                 let mut text = String::new();
-                if st.first_turn {
-                    st.first_turn = false;
-                    text.push_str(&self.briefing(&st));
-                    text.push_str("\n\n");
-                }
                 if !items.is_empty() {
                     text.push_str(&inbox::format_injection(&items));
                 }
@@ -871,21 +869,6 @@ impl Seat {
                 });
             }
         }
-    }
-
-    fn briefing(&self, st: &State) -> String {
-        let channels: Vec<&str> = st.joined.iter().map(String::as_str).collect();
-        format!(
-            "You are {} ({}) in the Cotal space {}; channels: {}. Use the cotal_* tools to talk to peers.",
-            self.cfg.name,
-            self.cfg.role.as_deref().unwrap_or("no role"),
-            self.cfg.space,
-            if channels.is_empty() {
-                "none".to_string()
-            } else {
-                channels.join(", ")
-            }
-        )
     }
 
     async fn turn_ended(&self, res: Result<(), TurnFailure>) {

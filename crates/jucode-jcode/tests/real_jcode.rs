@@ -94,6 +94,7 @@ impl Setup {
             role: None,
             model: None,
             variant: None,
+            agent_file: None,
             workspace_root: Some(self.ws.path().to_path_buf()),
             jcode: j,
             agent_env: vec![

@@ -70,7 +70,7 @@ async fn the_spawn_prompt_follows_a_no_reply_notice_and_only_after_the_bind() {
     assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: true }).await);
     assert_eq!(no_reply_notices(&env), 1);
     assert_eq!(env.sends(PROMPT), 1);
-    assert_eq!(env.sends(NOTICE), 1, "the notice is an append, not a turn");
+    assert_eq!(env.sends(NOTICE), 0, "the notice is an append, not a turn");
     let reqs = env.requests();
     let notice_at = reqs.iter().position(|r| r["no_reply"] == true).unwrap();
     let prompt_at = reqs
@@ -92,7 +92,7 @@ async fn a_refused_no_reply_notice_is_logged_and_the_prompt_still_runs() {
         &f,
         env.ctx(
             "refused-notice",
-            &[("FAKE_JCODE_REFUSE_NO_REPLY", "1")],
+            &[("FAKE_JCODE_REFUSE_NO_REPLY", NOTICE)],
             &[("COTAL_JCODE_PROMPT", PROMPT)],
         ),
     )

@@ -29,7 +29,8 @@
 //! A scripted TUI: `FAKE_JCODE_TUI_SCRIPT=<dir>` (turn N begins on the attached session when
 //! `<dir>/start-N` appears and ends, taking what jcode queued, when `<dir>/end-N` appears; the
 //! session refuses messages meanwhile); `FAKE_JCODE_SOFT_REPLY_WAIT=<file>` (a soft interrupt is
-//! answered only once the file is gone); `FAKE_JCODE_REFUSE_NO_REPLY` (no-reply appends refused).
+//! answered only once the file is gone); `FAKE_JCODE_REFUSE_NO_REPLY=<text>` (no-reply appends
+//! containing it refused).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -202,6 +203,10 @@ fn bridge(socket: PathBuf) {
         "version": format!("v{}", version()), "sessions": []}});
     std::fs::write(home.join("servers.json"), servers.to_string()).unwrap();
     if once_if("FAKE_JCODE_SERVERS_CORRUPT_IF").is_some() {
+        // The record of this launch's daemon is lost (the daemon itself is
+        // ended here, so nothing outlives the test).
+        let _ = daemon.kill();
+        let _ = daemon.wait();
         std::fs::write(home.join("servers.json"), b"{\"meadow\": {\"pid\": ").unwrap();
     }
     if env("FAKE_JCODE_EXIT_AT_START").is_some() || once_if("FAKE_JCODE_EXIT_AT_START_IF").is_some()
@@ -572,7 +577,9 @@ fn serve(stream: UnixStream) {
                 let content = f["content"].as_str().unwrap_or_default().to_string();
                 let user = json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "user", "content": [{"type": "text", "text": content}]});
                 if f["no_reply"].as_bool() == Some(true) {
-                    if TUI_BUSY.load(Ordering::SeqCst) || env("FAKE_JCODE_REFUSE_NO_REPLY").is_some() {
+                    if TUI_BUSY.load(Ordering::SeqCst)
+                        || env("FAKE_JCODE_REFUSE_NO_REPLY").is_some_and(|t| content.contains(&t))
+                    {
                         conn.error(Some(id), "internal", "Cannot handle context_message while the session is busy");
                         continue;
                     }

@@ -127,6 +127,11 @@ pub(super) async fn start(
         fork_session = Some(rec.fork_session_id);
     }
 
+    // The persona is read before anything launches: an unreadable one fails loud.
+    let persona = match &ctx.agent_file {
+        Some(p) => Some(tryl!(crate::briefing::read_persona(p))),
+        None => None,
+    };
     let binary = j("COTAL_JCODE_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("jcode"));
@@ -208,6 +213,17 @@ pub(super) async fn start(
             &log
         )
         .await
+    );
+    // The briefing is in the transcript, once per session, before the proof.
+    let text = crate::briefing::compose(
+        &ctx.space,
+        &ctx.name,
+        ctx.role.as_deref(),
+        persona.as_deref(),
+    );
+    tryi!(
+        inst,
+        crate::briefing::brief(&client, &home, &sid, &text, &log).await
     );
 
     let (sig_tx, _) = broadcast::channel(256);

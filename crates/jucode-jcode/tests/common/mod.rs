@@ -73,6 +73,7 @@ impl Env {
             role: None,
             model: None,
             variant: None,
+            agent_file: None,
             workspace_root: Some(self.ws.path().to_path_buf()),
             jcode: j,
             agent_env,
@@ -102,11 +103,14 @@ impl Env {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
+    /// Driven turns (no-reply appends excluded) whose message contains `needle`.
     pub fn sends(&self, needle: &str) -> usize {
         self.requests()
             .iter()
             .filter(|r| {
-                r["req"] == "send_message" && r["content"].as_str().unwrap_or("").contains(needle)
+                r["req"] == "send_message"
+                    && r["no_reply"] != true
+                    && r["content"].as_str().unwrap_or("").contains(needle)
             })
             .count()
     }
