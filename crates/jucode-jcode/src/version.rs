@@ -140,14 +140,21 @@ pub async fn read(binary: &Path, env: &[(String, String)]) -> Result<JcodeVersio
             out.status
         )));
     }
-    // The JSON is the last non-empty stdout line (a wrapper may print before it).
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .unwrap_or_default();
-    JcodeVersion::parse(line)
+    JcodeVersion::parse(json_object(&String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The first JSON object in `out` (real builds pretty-print it over several
+/// lines; a wrapper or a telemetry notice may print around it).
+fn json_object(out: &str) -> &str {
+    let Some(start) = out.find('{') else {
+        return out;
+    };
+    let rest = &out[start..];
+    let mut it = serde_json::Deserializer::from_str(rest).into_iter::<serde_json::Value>();
+    match it.next() {
+        Some(Ok(_)) => &rest[..it.byte_offset()],
+        _ => rest,
+    }
 }
 
 #[cfg(test)]
@@ -180,6 +187,14 @@ mod tests {
         assert_eq!(Semver::parse("0.78"), Some(Semver(0, 78, 0)));
         assert_eq!(Semver::parse("x.1.2"), None);
         assert_eq!(Semver::parse("1.2.3.4"), None);
+    }
+
+    #[test]
+    fn the_pretty_printed_object_is_found_among_other_output() {
+        let out = "notice: telemetry\n{\n  \"version\": \"v0.67.1 (88a19f38e)\",\n  \"semver\": \"0.67.1\"\n}\ntrailing words\n";
+        let v = JcodeVersion::parse(json_object(out)).unwrap();
+        assert_eq!(v.semver, Some(Semver(0, 67, 1)));
+        assert_eq!(v.version, "v0.67.1 (88a19f38e)");
     }
 
     #[test]

@@ -292,3 +292,34 @@ async fn steering_in_flight_holds_the_startup_prompt_and_a_tui_turn_meanwhile_de
     assert_eq!(env.sends(PROMPT), 1);
     h.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_startup_prompt_cut_off_by_a_close_is_consumed_not_sent_twice() {
+    let env = Env::new();
+    let f = env.factory();
+    let marker = env.ws.path().join("closed");
+    let ctx = env.ctx(
+        "ambiguous",
+        &[
+            ("FAKE_JCODE_CLOSE_ON", "Review the current"),
+            ("FAKE_JCODE_CLOSE_MARKER", marker.to_str().unwrap()),
+        ],
+        &[("COTAL_JCODE_PROMPT", PROMPT)],
+    );
+    let h = start(&f, ctx).await.unwrap();
+    let mut sig = h.signals();
+    h.joined();
+    // The bridge dies with the prompt in flight: jcode may have run it.
+    assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: false }).await);
+    assert!(next_signal(&mut sig, &HarnessSignal::Reconnected).await);
+    let home = env.home("ambiguous");
+    wait_until("the startup outcome", || {
+        logs(&home).contains("the startup turn did not succeed; the seat stays up")
+    })
+    .await;
+    assert!(logs(&home).contains("it is consumed, not retried"));
+    // The seat's own turns run on the replacement; the prompt is not sent again.
+    h.send_turn("DM from bob: hi").await.unwrap();
+    assert_eq!(env.sends(PROMPT), 1);
+    h.shutdown().await;
+}

@@ -142,10 +142,12 @@ fn main() {
     match sub.as_deref() {
         Some("version") => {
             let v = version();
+            // Pretty-printed over several lines, as real builds print it.
             println!(
                 "{}",
-                json!({"version": format!("v{v} (fakehash)"), "semver": v, "base_semver": v,
-                    "update_semver": v, "git_hash": "fakehash", "git_tag": format!("v{v}"), "release_build": true})
+                serde_json::to_string_pretty(&json!({"version": format!("v{v} (fakehash)"), "semver": v, "base_semver": v,
+                    "update_semver": v, "git_hash": "fakehash", "git_tag": format!("v{v}"), "release_build": true}))
+                .unwrap()
             )
         }
         Some("api-bridge") | Some("api") => {

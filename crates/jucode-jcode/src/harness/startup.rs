@@ -58,6 +58,9 @@ impl Shared {
     async fn post_join_append(&self) {
         loop {
             self.until_startup_can_invoke().await;
+            if self.ended() {
+                return;
+            }
             let Some(c) = self.client().await else {
                 continue;
             };
@@ -83,7 +86,7 @@ impl Shared {
         let mut refusals = 0u32;
         loop {
             self.until_startup_can_invoke().await;
-            if self.shutting_down.load(Ordering::SeqCst) {
+            if self.ended() {
                 return Err(TurnFailure {
                     code: None,
                     message: "the seat is stopping".into(),
@@ -120,6 +123,11 @@ impl Shared {
         }
     }
 
+    /// The seat is stopping, or the harness ended it (its signals are closed).
+    fn ended(&self) -> bool {
+        self.shutting_down.load(Ordering::SeqCst) || lock(&self.signals).is_none()
+    }
+
     /// One try, seen by the seat as a turn it did not start.
     async fn try_startup(self: &Arc<Self>, text: &str) -> Try {
         let before = self.invoked.load(Ordering::SeqCst);
@@ -146,7 +154,7 @@ impl Shared {
             steer.as_mut().enable();
             pumped.as_mut().enable();
             live.as_mut().enable();
-            if self.shutting_down.load(Ordering::SeqCst) || lock(&self.signals).is_none() {
+            if self.ended() {
                 return;
             }
             let reconnecting =
