@@ -78,6 +78,8 @@ pub struct LaunchConfig {
     pub muted: Vec<String>,
     pub model: Option<String>,
     pub variant: Option<String>,
+    /// `COTAL_AGENT_FILE`: the persona the seat was spawned with.
+    pub agent_file: Option<PathBuf>,
     pub manager_instance: Option<String>,
     pub control: Option<ControlConfig>,
     pub events: bool,
@@ -432,6 +434,7 @@ impl LaunchConfig {
             muted: list(get("COTAL_MUTED")),
             model: get("COTAL_MODEL").cloned(),
             variant: get("COTAL_VARIANT").cloned(),
+            agent_file: get("COTAL_AGENT_FILE").map(PathBuf::from),
             manager_instance: get("COTAL_MANAGER_INSTANCE").cloned(),
             control,
             events,

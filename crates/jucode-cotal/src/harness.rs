@@ -92,6 +92,10 @@ pub trait Harness: Send + Sync + 'static {
     fn model_label(&self) -> Option<(String, Option<String>)> {
         None
     }
+    /// The seat's presence bind is confirmed (its first presence write
+    /// landed; never during a broker outage). Called once; a harness delivers
+    /// its post-join startup turn only from here.
+    fn joined(&self) {}
     /// Stop the agent; called once when the seat shuts down.
     async fn shutdown(&self);
 }

@@ -79,6 +79,8 @@ pub struct HarnessContext {
     pub role: Option<String>,
     pub model: Option<String>,
     pub variant: Option<String>,
+    /// The persona file (`COTAL_AGENT_FILE`), if the seat has one.
+    pub agent_file: Option<PathBuf>,
     pub workspace_root: Option<PathBuf>,
     /// `COTAL_JCODE_*` values (jcode home, binary, resume, TUI, prompt).
     pub jcode: std::collections::BTreeMap<String, String>,
@@ -133,7 +135,6 @@ pub(crate) struct State {
     /// A soft interrupt request is out and not answered yet.
     interrupt: bool,
     interrupt_failed: bool,
-    first_turn: bool,
     reconnecting: bool,
     pub mesh_ready: bool,
 }
@@ -155,6 +156,8 @@ pub struct Seat {
     pub(crate) manager: crate::manager::Manager,
     /// Rung when the open-mode backstop durable was (re)created.
     backstop_kick: Notify,
+    /// The first presence write landed and the harness was told.
+    bound: std::sync::atomic::AtomicBool,
 }
 
 async fn ack_all(acks: Vec<Acker>) {
@@ -184,6 +187,7 @@ pub async fn run(
         role: seat.cfg.role.clone(),
         model: seat.cfg.model.clone(),
         variant: seat.cfg.variant.clone(),
+        agent_file: seat.cfg.agent_file.clone(),
         workspace_root: seat.cfg.workspace_root.clone(),
         jcode: seat.cfg.jcode.clone(),
         agent_env: seat.cfg.agent_env.clone(),
@@ -224,7 +228,6 @@ impl Seat {
                 retry_at: None,
                 interrupt: false,
                 interrupt_failed: false,
-                first_turn: true,
                 reconnecting: false,
                 mesh_ready: false,
             }),
@@ -236,6 +239,7 @@ impl Seat {
             started_ms: now,
             manager: crate::manager::Manager::default(),
             backstop_kick: Notify::new(),
+            bound: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -263,6 +267,8 @@ impl Seat {
         shutdown: impl std::future::Future<Output = ()>,
     ) -> Result<()> {
         let _ = self.harness.set(harness.clone());
+        // Subscribed before presence can bind: the startup turn's signals follow the bind.
+        let signals = harness.signals();
         if let Some(model) = harness.model_label() {
             self.state().presence.model = Some(model);
         }
@@ -304,7 +310,10 @@ impl Seat {
             }
         }
 
-        let result = self.clone().drive(harness.clone(), shutdown, emitter).await;
+        let result = self
+            .clone()
+            .drive(harness.clone(), signals, shutdown, emitter)
+            .await;
         for t in tasks {
             t.abort();
         }
@@ -344,8 +353,15 @@ impl Seat {
             };
             if let Some(rec) = rec {
                 let bytes = serde_json::to_vec(&rec).unwrap_or_default();
-                if let Err(e) = self.mesh.presence.put(&key, bytes.into()).await {
-                    tracing::debug!(error = %e, "presence write failed");
+                match self.mesh.presence.put(&key, bytes.into()).await {
+                    Err(e) => tracing::debug!(error = %e, "presence write failed"),
+                    Ok(_) if !self.bound.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+                        tracing::info!("presence bound");
+                        if let Some(h) = self.harness.get() {
+                            h.joined();
+                        }
+                    }
+                    Ok(_) => {}
                 }
             }
             tokio::select! {
@@ -693,12 +709,12 @@ impl Seat {
     async fn drive(
         self: Arc<Self>,
         harness: Arc<dyn Harness>,
+        mut signals: tokio::sync::broadcast::Receiver<HarnessSignal>,
         shutdown: impl std::future::Future<Output = ()>,
         mut emitter: Option<Emitting>,
     ) -> Result<()> {
         let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<Result<(), TurnFailure>>();
         let (int_tx, mut int_rx) = mpsc::unbounded_channel::<SteerEvent>();
-        let mut signals = harness.signals();
         tokio::pin!(shutdown);
         loop {
             self.step(&harness, &turn_tx, &int_tx);
@@ -781,12 +797,9 @@ impl Seat {
                     return;
                 }
                 let (items, mention) = st.inbox.begin_turn();
+                // The seat's briefing is in the transcript already (the harness
+                // puts it there before readiness): a turn carries only mail.
                 let mut text = String::new();
-                if st.first_turn {
-                    st.first_turn = false;
-                    text.push_str(&self.briefing(&st));
-                    text.push_str("\n\n");
-                }
                 if !items.is_empty() {
                     text.push_str(&inbox::format_injection(&items));
                 }
@@ -856,21 +869,6 @@ impl Seat {
                 });
             }
         }
-    }
-
-    fn briefing(&self, st: &State) -> String {
-        let channels: Vec<&str> = st.joined.iter().map(String::as_str).collect();
-        format!(
-            "You are {} ({}) in the Cotal space {}; channels: {}. Use the cotal_* tools to talk to peers.",
-            self.cfg.name,
-            self.cfg.role.as_deref().unwrap_or("no role"),
-            self.cfg.space,
-            if channels.is_empty() {
-                "none".to_string()
-            } else {
-                channels.join(", ")
-            }
-        )
     }
 
     async fn turn_ended(&self, res: Result<(), TurnFailure>) {

@@ -54,6 +54,8 @@ struct Inner {
     tui_turns: usize,
     /// Interrupts decided as joining a running turn.
     joined: usize,
+    /// Times the seat reported its presence bind confirmed.
+    bound: usize,
     journal: Option<JournalSource>,
     line: u64,
 }
@@ -132,6 +134,10 @@ impl Scripted {
     /// How many interrupts ran as turns of their own.
     pub fn own_turns(&self) -> usize {
         self.lock().own_turns
+    }
+    /// How often the seat said its presence bind is confirmed (once per seat).
+    pub fn bound(&self) -> usize {
+        self.lock().bound
     }
     pub fn turns(&self) -> Vec<String> {
         self.lock().turns.clone()
@@ -276,6 +282,10 @@ impl Harness for Scripted {
 
     fn journal(&self) -> Option<JournalSource> {
         self.lock().journal.clone()
+    }
+
+    fn joined(&self) {
+        self.lock().bound += 1;
     }
 
     async fn shutdown(&self) {}

@@ -311,6 +311,8 @@ async fn open_mode_creates_its_dlv_backstop_and_acks_only_after_a_successful_tur
     h.push(Step::Hold);
     let seat = SeatProc::start(mk(), h.clone(), opts());
     until("presence", || async { peer.presence().await.is_some() }).await;
+    // The harness hears of the bind once its presence record landed, once.
+    until("the bind reported", || async { h.bound() == 1 }).await;
     let info = peer
         .consumer_info("CHAT_dev", &dlv)
         .await

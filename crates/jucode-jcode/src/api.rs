@@ -176,9 +176,14 @@ impl Client {
         client_name: &str,
         frames: Option<FrameLog>,
     ) -> Result<(Client, mpsc::UnboundedReceiver<Value>)> {
-        let stream = UnixStream::connect(socket)
-            .await
-            .map_err(|e| Error::Connect(format!("{}: {e}", socket.display())))?;
+        let stream = UnixStream::connect(socket).await.map_err(|e| {
+            let what = format!("{}: {e}", socket.display());
+            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                Error::ConnectDenied(what)
+            } else {
+                Error::Connect(what)
+            }
+        })?;
         let (rd, wr) = stream.into_split();
         let pending: Pending = Arc::default();
         let (ev_tx, ev_rx) = mpsc::unbounded_channel();

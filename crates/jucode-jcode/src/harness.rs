@@ -5,15 +5,21 @@
 //! connection closes.
 //!
 //! This file holds the shared state and the [`Harness`] impl; `launch` brings a seat up,
-//! `lifecycle` keeps its connection alive, `turns` runs turns, `model` picks model and effort.
+//! `lifecycle` keeps its connection (pump, readiness), `recovery` owns the recovery window,
+//! `startup` the post-join startup turn, `turns` runs turns, `failures` reads turns that did not
+//! succeed, `model` picks model and effort.
 
+mod failures;
 mod launch;
 mod lifecycle;
 mod model;
+mod recovery;
+mod startup;
 mod turns;
 
 use launch::start;
 pub use model::{EFFORT_VOCABULARY, accepted_ladder, select_model};
+pub use startup::{DEFERRED_NATIVE_CHANGE, STARTUP_ATTEMPTS, WAITING_ON_STEERING};
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -36,8 +42,12 @@ use crate::{Error, Result, creds, fork, home};
 pub const READINESS_TIMEOUT: Duration = Duration::from_secs(180);
 /// The recovery window after the Harness connection closes.
 pub const RECOVERY_WINDOW: Duration = Duration::from_secs(60);
-/// How often a message refused with "Already processing" right after a turn is re-sent.
-const BUSY_RETRIES: u32 = 50;
+/// How long a message jcode keeps refusing as busy (a TUI turn, the gap after
+/// a turn) is offered again before it counts as refused
+/// (`COTAL_JCODE_DEFERRAL_MAX_MS` shortens it in tests).
+pub const DEFERRAL_MAX: Duration = Duration::from_secs(300);
+/// The pace of those offers.
+const BUSY_PACE: Duration = Duration::from_millis(100);
 /// How long the one readiness repeat waits for jcode to report the cotal MCP
 /// server connected (a hint from jcode's own log, not a contract).
 pub const MCP_HINT_WAIT: Duration = Duration::from_secs(30);
@@ -86,7 +96,8 @@ enum TurnEv {
     ToolDone(String),
     /// `turn_done`, with [`Steering::foreign_starts`] as it stood then.
     Done(u64),
-    Failed(String),
+    /// The turn failed or stopped: never a success.
+    Failed(failures::Stop),
     Closed,
 }
 
@@ -96,20 +107,6 @@ enum RunEnd {
     Done(u64),
     /// `on_tool` asked to return while the turn still runs.
     Early(mpsc::UnboundedReceiver<TurnEv>),
-}
-
-/// Map a failing turn's message to a presence condition code.
-fn condition_code(message: &str) -> String {
-    let m = message.to_ascii_lowercase();
-    if m.contains("rate limit") || m.contains("rate_limit") || m.contains("429") {
-        "rate_limit".into()
-    } else if m.contains("overloaded") || m.contains("529") {
-        "overloaded".into()
-    } else if m.contains("unauthorized") || m.contains("401") || m.contains("auth") {
-        "auth".into()
-    } else {
-        "internal".into()
-    }
 }
 
 /// The outcome a joined interrupt is told once the turn that carried it ended.
@@ -197,6 +194,11 @@ struct Plan {
     session_id: String,
     tui: bool,
     prompt: Option<String>,
+    /// The requested model and effort (named by a readiness refusal).
+    model: Option<String>,
+    variant: Option<String>,
+    /// See [`DEFERRAL_MAX`].
+    deferral_max: Duration,
 }
 
 /// One live connection and the tree behind it.
@@ -208,6 +210,8 @@ struct Live {
 
 struct Shared {
     plan: Plan,
+    /// Every time-driven rule (deferral, recovery window, startup retries) reads this clock.
+    clock: jucode_clock::SharedClock,
     log: ConnectorLog,
     live: tokio::sync::Mutex<Option<Live>>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
@@ -231,6 +235,16 @@ struct Shared {
     generation: std::sync::atomic::AtomicU64,
     startup_gate: watch::Sender<bool>,
     startup_armed: AtomicBool,
+    /// Messages written to jcode (a startup turn that failed before one was is still pending).
+    invoked: std::sync::atomic::AtomicU64,
+    /// The recovery window is open: no live connection to send on.
+    reconnecting: AtomicBool,
+    /// Raised when the live connection is dropped or replaced.
+    live_changed: tokio::sync::Notify,
+    /// Raised when the seat starts stopping.
+    stopping: tokio::sync::Notify,
+    /// Held while a recovery window runs; a stop waits for it.
+    recovery_lock: tokio::sync::Mutex<()>,
     model: Option<(String, Option<String>)>,
     fatal: Arc<Mutex<Option<String>>>,
     recovery_window: Duration,
@@ -346,44 +360,20 @@ impl Shared {
             }
             "error" => {
                 // A failing turn: an unsolicited error and no turn_done.
-                self.active.store(false, Ordering::SeqCst);
-                let message = str_of("message");
-                self.log.private(&format!("harness error frame: {message}"));
-                // A send refused in the gap after turn_done is re-sent, not a condition.
-                if !(ours && message.contains("Already processing")) {
-                    *lock(&self.last_turn_error) = Some(message.clone());
-                    self.signal(HarnessSignal::Condition {
-                        code: condition_code(&message),
-                        message: None,
-                    });
-                }
-                if ours {
-                    self.route_end(TurnEv::Failed(message));
-                } else if self.foreign.swap(false, Ordering::SeqCst) {
-                    let settled = {
-                        let mut g = lock(&self.steering);
-                        let settled = g.idle();
-                        if settled {
-                            g.open = false;
-                        }
-                        settled
-                    };
-                    if settled {
-                        self.signal(HarnessSignal::TurnEnded { ok: false });
-                    } else {
-                        // Interrupts this failed TUI turn may have carried fail with it.
-                        let me = self.clone();
-                        let failure = TurnFailure {
-                            code: Some(condition_code(&message)),
-                            message,
-                        };
-                        tokio::spawn(async move {
-                            let _guard = me.turn_lock.clone().lock_owned().await;
-                            me.fail_steering(&failure).await;
-                            me.signal(HarnessSignal::TurnEnded { ok: false });
-                        });
-                    }
-                }
+                let code = str_of("code");
+                let code = if code.is_empty() {
+                    "internal".to_string()
+                } else {
+                    code
+                };
+                self.turn_failed(ours, failures::Stop::error(code, str_of("message")));
+            }
+            "turn_stopped" => {
+                // Newer builds: a turn that stopped without succeeding, by reason.
+                self.turn_failed(
+                    ours,
+                    failures::Stop::stopped(&str_of("reason"), str_of("message")),
+                );
             }
             _ => {}
         }
@@ -443,6 +433,12 @@ impl Harness for JcodeHarness {
             }
             g.open
         };
+        if !joined && !*sh.startup_gate.borrow() {
+            // Mail buffered before the startup turn runs in the turn after it.
+            return Err(fail(
+                "the startup turn has not run yet; held for the following turn".into(),
+            ));
+        }
         if !joined {
             // No turn is open (it ended as the seat sent this): jcode ≤ 0.79.1
             // would only queue it, so it starts its own turn, as jcode's later
@@ -492,15 +488,20 @@ impl Harness for JcodeHarness {
     }
 
     fn signals(&self) -> broadcast::Receiver<HarnessSignal> {
-        let rx = match lock(&self.shared.signals).as_ref() {
+        match lock(&self.shared.signals).as_ref() {
             Some(tx) => tx.subscribe(),
             None => broadcast::channel(1).1,
-        };
-        // The seat subscribes once it joined: the startup turn runs now.
+        }
+    }
+
+    fn joined(&self) {
+        // The presence bind is confirmed: the startup turn may run.
         if !self.shared.startup_armed.swap(true, Ordering::SeqCst) {
+            self.shared
+                .log
+                .line("presence bound; the post-join startup turn may run");
             tokio::spawn(self.shared.clone().startup_turns());
         }
-        rx
     }
 
     fn journal(&self) -> Option<JournalSource> {
@@ -516,6 +517,9 @@ impl Harness for JcodeHarness {
 
     async fn shutdown(&self) {
         self.shared.shutting_down.store(true, Ordering::SeqCst);
+        self.shared.stopping.notify_waiters();
+        // A replacement launching now is cut off and proven stopped first.
+        let _recovered = self.shared.recovery_lock.lock().await;
         if let Some(c) = self.shared.client().await {
             let _ = tokio::time::timeout(
                 Duration::from_secs(2),
@@ -547,6 +551,8 @@ pub struct JcodeFactory {
     pub working_dir: Option<PathBuf>,
     /// Test override of [`MCP_HINT_WAIT`].
     pub mcp_hint_wait: Option<Duration>,
+    /// The clock of the seat's time-driven rules (a `ManualClock` in tests).
+    pub clock: Option<jucode_clock::SharedClock>,
 }
 
 impl JcodeFactory {

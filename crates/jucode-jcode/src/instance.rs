@@ -37,6 +37,9 @@ pub struct LaunchRecord {
     pub bridge_pid: Option<u32>,
     #[serde(default)]
     pub tui_pid: Option<u32>,
+    /// The jcode build this launch runs (`jcode version --json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jcode_version: Option<crate::version::JcodeVersion>,
 }
 
 impl LaunchRecord {
@@ -105,18 +108,45 @@ fn read_environ(pid: u32) -> std::io::Result<Vec<u8>> {
     Ok(env)
 }
 
-/// Daemon PIDs the private home's `servers.json` records.
+/// Daemon PIDs the private home's `servers.json` records (none when it cannot be read).
 pub fn recorded_daemons(home: &PrivateHome) -> Vec<u32> {
-    let Ok(raw) = std::fs::read(home.root.join("servers.json")) else {
-        return Vec::new();
+    parse_daemons(home).unwrap_or_default()
+}
+
+fn parse_daemons(home: &PrivateHome) -> Result<Vec<u32>> {
+    let path = home.root.join("servers.json");
+    let raw = match std::fs::read(&path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::Teardown(format!("{}: {e}", path.display()))),
     };
-    let Ok(serde_json::Value::Object(m)) = serde_json::from_slice(&raw) else {
-        return Vec::new();
-    };
-    m.values()
-        .filter_map(|e| e["pid"].as_u64())
-        .filter_map(|p| u32::try_from(p).ok())
-        .collect()
+    match serde_json::from_slice(&raw) {
+        Ok(serde_json::Value::Object(m)) => Ok(m
+            .values()
+            .filter_map(|e| e["pid"].as_u64())
+            .filter_map(|p| u32::try_from(p).ok())
+            .collect()),
+        Ok(_) => Err(Error::Teardown(format!(
+            "{} is not an object",
+            path.display()
+        ))),
+        Err(e) => Err(Error::Teardown(format!("{}: {e}", path.display()))),
+    }
+}
+
+/// The daemon PIDs a stop must prove gone. A `servers.json` that exists but
+/// cannot be read (tried again briefly: jcode may be rewriting it) leaves the
+/// daemon unknown, so the stop cannot be proven and fails.
+pub async fn provable_daemons(home: &PrivateHome) -> Result<Vec<u32>> {
+    let mut last = None;
+    for _ in 0..10 {
+        match parse_daemons(home) {
+            Ok(p) => return Ok(p),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(last.unwrap_or_else(|| Error::Teardown("servers.json unreadable".into())))
 }
 
 /// SIGTERM, wait, SIGKILL the exact survivors, wait; a survivor fails the stop.
@@ -171,7 +201,7 @@ pub async fn stop_stale(home: &PrivateHome) -> Result<()> {
             rec.host_pid
         )));
     }
-    let mut pids: Vec<u32> = recorded_daemons(home);
+    let mut pids: Vec<u32> = provable_daemons(home).await?;
     pids.extend(rec.bridge_pid);
     pids.extend(rec.tui_pid);
     pids.retain(|p| *p != std::process::id() && alive(*p) && belongs(*p, &rec.nonce, &home.root));
@@ -189,6 +219,8 @@ pub struct LaunchSpec {
     pub working_dir: PathBuf,
     /// The agent environment (no `COTAL_*`).
     pub env: Vec<(String, String)>,
+    /// What `jcode version --json` reported at the seat's launch.
+    pub version: Option<crate::version::JcodeVersion>,
 }
 
 /// A running private bridge (and, through it, the daemon).
@@ -202,6 +234,17 @@ pub struct Instance {
 impl Instance {
     /// Start `jcode api-bridge` on the private home and wait until it accepts.
     pub async fn launch(spec: &LaunchSpec) -> Result<Instance> {
+        let mut never: jucode_clock::Sleep = Box::pin(std::future::pending());
+        Instance::launch_until(spec, &mut never).await
+    }
+
+    /// [`Instance::launch`], cut off when `cancel` completes: the launch's
+    /// tree is then stopped, awaited and proven gone before
+    /// [`Error::WindowExpired`] returns (a failed proof returns its error).
+    pub async fn launch_until(
+        spec: &LaunchSpec,
+        cancel: &mut jucode_clock::Sleep,
+    ) -> Result<Instance> {
         let home = &spec.home;
         stop_stale(home).await?;
         home.reclaim_alias()?;
@@ -209,6 +252,7 @@ impl Instance {
         let mut rec = LaunchRecord {
             nonce: nonce.clone(),
             host_pid: std::process::id(),
+            jcode_version: spec.version.clone(),
             ..Default::default()
         };
         rec.write(home)?;
@@ -292,10 +336,23 @@ impl Instance {
                     child,
                     bridge_pid,
                 };
-                let _ = inst.stop().await;
+                inst.stop().await?;
                 return Err(Error::StartupTimeout);
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::select! {
+                _ = &mut *cancel => {
+                    let inst = Instance {
+                        home: home.clone(),
+                        nonce,
+                        child,
+                        bridge_pid,
+                    };
+                    inst.stop().await?;
+                    home.drop_alias();
+                    return Err(Error::WindowExpired);
+                }
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
         }
         Ok(Instance {
             home: home.clone(),
@@ -315,9 +372,15 @@ impl Instance {
     /// Prove the private tree is gone.
     pub async fn stop(mut self) -> Result<()> {
         let mut pids = vec![self.bridge_pid];
+        // Unknown daemons cannot be proven gone; the bridge is still stopped.
+        let daemons = provable_daemons(&self.home).await;
         pids.extend(
-            recorded_daemons(&self.home)
-                .into_iter()
+            daemons
+                .as_ref()
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .copied()
                 .filter(|p| *p != std::process::id() && belongs(*p, &self.nonce, &self.home.root)),
         );
         if let Ok(Some(rec)) = LaunchRecord::read(&self.home) {
@@ -330,7 +393,8 @@ impl Instance {
         let (res, _) = tokio::join!(stop_pids(&pids), async {
             let _ = tokio::time::timeout(TERM_GRACE + KILL_GRACE, reap).await;
         });
-        res
+        res?;
+        daemons.map(drop)
     }
 }
 

@@ -4,12 +4,15 @@
 //!
 //! Start reading at [`harness::JcodeFactory`] (what the seat calls to bring the
 //! instance up) and [`run_seat`] (the process entry the binary calls). The
-//! pieces: [`api`] (the Harness API client), [`home`] (the private home, its
+//! pieces: [`api`] (the Harness API client), [`briefing`] (persona and mesh context,
+//! once per session), [`home`] (the private home, its
 //! socket alias and the connector log), [`creds`] (credential mirroring through
 //! pinned parents), [`fork`] (`--resume` forks), [`instance`] (the private
-//! process tree and its PID-exact teardown), [`models`] (the `models` listing).
+//! process tree and its PID-exact teardown), [`models`] (the `models` listing),
+//! [`version`] (which jcode build a seat runs and what it offers).
 
 pub mod api;
+pub mod briefing;
 pub mod creds;
 pub mod error;
 pub mod fork;
@@ -17,6 +20,7 @@ pub mod harness;
 pub mod home;
 pub mod instance;
 pub mod models;
+pub mod version;
 
 pub use error::{Error, Result};
 

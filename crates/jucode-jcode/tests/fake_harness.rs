@@ -5,144 +5,15 @@
 //! ignoring SIGTERM and stale-tree reaping. Run: `cargo test -p jucode-jcode`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jucode_cotal::harness::{Harness, HarnessSignal, Steered, TurnFailure};
-use jucode_cotal::relay::McpLaunch;
-use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use jucode_jcode::harness::JcodeFactory;
-use jucode_jcode::home::PrivateHome;
 use jucode_jcode::instance::{LaunchRecord, alive, recorded_daemons};
 
-const GUARD: Duration = Duration::from_secs(60);
-
-struct Env {
-    ws: tempfile::TempDir,
-    op: tempfile::TempDir,
-    log: PathBuf,
-}
-
-impl Env {
-    fn new() -> Env {
-        let ws = tempfile::tempdir().unwrap();
-        let op = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(op.path().join(".jcode")).unwrap();
-        std::fs::write(
-            op.path().join(".jcode/config.toml"),
-            "[provider]\ndefault_provider = \"fake\"\n",
-        )
-        .unwrap();
-        let log = ws.path().join("fake.log");
-        Env { ws, op, log }
-    }
-    fn workdir(&self) -> PathBuf {
-        let w = self.ws.path().join("work");
-        std::fs::create_dir_all(&w).unwrap();
-        w
-    }
-    fn ctx(&self, name: &str, extra: &[(&str, &str)], jcode: &[(&str, &str)]) -> HarnessContext {
-        let mut agent_env = vec![
-            ("PATH".to_string(), "/usr/bin:/bin".to_string()),
-            ("HOME".to_string(), self.op.path().display().to_string()),
-            ("FAKE_JCODE_LOG".to_string(), self.log.display().to_string()),
-        ];
-        for (k, v) in extra {
-            agent_env.push((k.to_string(), v.to_string()));
-        }
-        let mut j = BTreeMap::new();
-        j.insert(
-            "COTAL_JCODE_BIN".to_string(),
-            env!("CARGO_BIN_EXE_jucode-fake-jcode").to_string(),
-        );
-        j.insert(
-            "COTAL_JCODE_HOME".to_string(),
-            self.ws.path().display().to_string(),
-        );
-        j.insert("COTAL_JCODE_TUI".to_string(), "0".to_string());
-        for (k, v) in jcode {
-            j.insert(k.to_string(), v.to_string());
-        }
-        HarnessContext {
-            space: "dev".into(),
-            name: name.into(),
-            role: None,
-            model: None,
-            variant: None,
-            workspace_root: Some(self.ws.path().to_path_buf()),
-            jcode: j,
-            agent_env,
-            mcp: McpLaunch {
-                command: PathBuf::from("/bin/true"),
-                args: vec!["mcp-bridge".into()],
-                socket: self.ws.path().join("relay.sock"),
-                token: "t".into(),
-                config: "{}".into(),
-            },
-        }
-    }
-    fn factory(&self) -> JcodeFactory {
-        JcodeFactory {
-            working_dir: Some(self.workdir()),
-            recovery_window: Some(Duration::from_secs(20)),
-            ..JcodeFactory::default()
-        }
-    }
-    fn home(&self, name: &str) -> PrivateHome {
-        PrivateHome::prepare(self.ws.path(), "dev", name).unwrap()
-    }
-    fn requests(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-    fn sends(&self, needle: &str) -> usize {
-        self.requests()
-            .iter()
-            .filter(|r| {
-                r["req"] == "send_message" && r["content"].as_str().unwrap_or("").contains(needle)
-            })
-            .count()
-    }
-}
-
-async fn start(f: &JcodeFactory, ctx: HarnessContext) -> jucode_cotal::Result<Arc<dyn Harness>> {
-    tokio::time::timeout(GUARD, f.start(ctx))
-        .await
-        .expect("deadlock guard")
-}
-
-fn tree(home: &PrivateHome) -> Vec<u32> {
-    let mut pids = recorded_daemons(home);
-    if let Some(rec) = LaunchRecord::read(home).unwrap() {
-        pids.extend(rec.bridge_pid);
-    }
-    pids
-}
-
-fn logs(home: &PrivateHome) -> String {
-    let mut out = String::new();
-    for e in std::fs::read_dir(home.root.join("logs")).unwrap().flatten() {
-        if e.file_name().to_string_lossy().starts_with("connector-") {
-            out.push_str(&std::fs::read_to_string(e.path()).unwrap());
-        }
-    }
-    out
-}
-
-fn startup_code(f: &JcodeFactory) -> String {
-    let line = f.fatal_line().expect("a fatal line");
-    assert!(line.starts_with("Jcode host startup failed ("), "{line}");
-    assert!(
-        line.ends_with("); inspect the private Jcode logs."),
-        "{line}"
-    );
-    line["Jcode host startup failed (".len()..line.find(')').unwrap()].to_string()
-}
+mod common;
+use common::*;
 
 #[tokio::test]
 async fn launch_proves_orientation_runs_a_tool_turn_and_teardown_leaves_nothing() {
@@ -182,6 +53,8 @@ async fn launch_proves_orientation_runs_a_tool_turn_and_teardown_leaves_nothing(
     assert!(home.root.join("config.toml").exists());
 
     let mut sig = h.signals(); // the seat joined: the notice turn runs
+
+    h.joined();
     h.send_turn("USE_TOOL now").await.unwrap();
     assert_eq!(env.sends("You have joined the Cotal mesh"), 1);
     let mut saw_activity = false;
@@ -211,6 +84,7 @@ async fn relaunch_continues_the_largest_session_of_the_working_directory() {
     let h = start(&f, env.ctx("bob", &[], &[])).await.unwrap();
     let first = h.journal().unwrap().session_id;
     let _ = h.signals();
+    h.joined();
     h.send_turn("remember this").await.unwrap();
     h.shutdown().await;
     let h = start(&f, env.ctx("bob", &[], &[])).await.unwrap();
@@ -372,13 +246,17 @@ async fn a_provider_refusal_of_the_readiness_turn_is_named() {
         &f,
         env.ctx(
             "refused",
-            &[("FAKE_JCODE_FAIL_ON", "cotal_orientation")],
+            &[
+                ("FAKE_JCODE_FAIL_ON", "cotal_orientation"),
+                ("FAKE_JCODE_FAIL_CODE", "rate_limit"),
+            ],
             &[],
         ),
     )
     .await;
     assert!(err.is_err());
     assert_eq!(startup_code(&f), "provider_refused");
+    // The Harness's own code, not a guess from the refusal's text.
     assert!(logs(&env.home("refused")).contains("readiness: provider refusal (rate_limit)"));
 }
 
@@ -553,28 +431,6 @@ async fn an_attach_returning_another_session_is_refused() {
 }
 
 /// Whether a log line containing `marker` also contains `needle`.
-fn line_mentions(log: &str, needle: &str, marker: &str) -> bool {
-    log.lines()
-        .any(|l| l.contains(marker) && l.contains(needle))
-}
-
-async fn next_signal(
-    rx: &mut tokio::sync::broadcast::Receiver<HarnessSignal>,
-    want: &HarnessSignal,
-) -> bool {
-    loop {
-        match tokio::time::timeout(GUARD, rx.recv())
-            .await
-            .expect("deadlock guard")
-        {
-            Ok(s) if &s == want => return true,
-            Ok(_) => {}
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_bridge_closing_mid_turn_is_replaced_once_then_ends_the_seat() {
     let env = Env::new();
@@ -593,6 +449,7 @@ async fn a_bridge_closing_mid_turn_is_replaced_once_then_ends_the_seat() {
     let home = env.home("flaky");
     let first_tree = tree(&home);
     let mut sig = h.signals();
+    h.joined();
     let failed = h.send_turn("BOOM please").await.unwrap_err();
     assert!(failed.message.contains("closed"), "{failed:?}");
     assert!(next_signal(&mut sig, &HarnessSignal::Reconnecting).await);
@@ -637,6 +494,7 @@ async fn a_turn_sent_after_the_startup_turn_ended_still_runs() {
     let f = env.factory();
     let h = start(&f, env.ctx("late-dm", &[], &[])).await.unwrap();
     let mut sig = h.signals(); // joined: the notice runs as the first turn
+    h.joined();
     assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: true }).await);
     assert_eq!(env.sends("You have joined the Cotal mesh"), 1);
     tokio::time::timeout(GUARD, h.send_turn("DM from bob: ping"))
@@ -768,6 +626,7 @@ async fn busy_seat(
     let f = env.factory();
     let h = start(&f, env.ctx(name, knobs, &[])).await.unwrap();
     let sig = h.signals();
+    h.joined();
     let turn = {
         let h = h.clone();
         tokio::spawn(async move { h.send_turn("long work").await })
@@ -826,6 +685,7 @@ async fn an_interrupt_that_missed_the_turn_runs_as_a_follow_up_not_twice() {
     // it) starts its own turn, signalled like a foreign one, and runs once;
     // jcode's idle queue is never used.
     let mut sig = h.signals();
+    h.joined();
     let cancels = |env: &Env| {
         env.requests()
             .iter()
@@ -995,6 +855,7 @@ async fn a_permanent_refusal_during_recovery_ends_the_seat_at_once() {
     );
     let h = start(&f, ctx).await.unwrap();
     let mut sig = h.signals();
+    h.joined();
     assert!(h.send_turn("BOOM").await.is_err());
     assert!(
         !next_signal(&mut sig, &HarnessSignal::Reconnected).await,

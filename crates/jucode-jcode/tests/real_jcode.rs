@@ -1,7 +1,8 @@
-//! The jcode side against the real jcode binary (0.67.1 from the pinned npm
-//! platform package) with a fake OpenAI-compatible provider on loopback and a
+//! The jcode side against the real jcode binary (`JCODE_BIN`, else 0.67.1 from
+//! the pinned npm platform package) with a fake OpenAI-compatible provider on loopback and a
 //! stand-in `cotal` stdio MCP server: launch, orientation proof, a turn with a
-//! tool call, relaunch continuing the session, a fork, teardown proven.
+//! tool call, relaunch continuing the session, a fork, the spawn `--prompt`, a
+//! killed bridge replaced on the same session, teardown proven.
 //!
 //! Needs `scripts/install-jcode.sh`; ignored in the fast suite. Run:
 //! `cargo nextest run -p jucode-jcode --run-ignored only`
@@ -94,6 +95,7 @@ impl Setup {
             role: None,
             model: None,
             variant: None,
+            agent_file: None,
             workspace_root: Some(self.ws.path().to_path_buf()),
             jcode: j,
             agent_env: vec![
@@ -168,8 +170,15 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
     );
     let pids = tree(&home);
     assert!(pids.len() >= 2, "bridge and daemon recorded: {pids:?}");
+    // Whichever build JCODE_BIN names, its version is logged and recorded.
+    let rec = LaunchRecord::read(&home).unwrap().unwrap();
+    let ver = rec.jcode_version.expect("the version in the launch record");
+    assert!(logs.contains(&format!("jcode {}", ver.version)), "{logs}");
+    assert!(ver.semver.is_some(), "{ver:?}");
 
     let _ = h.signals();
+
+    h.joined();
     h.send_turn("USE_TOOL now").await.unwrap();
     let reqs = s.provider.jcode_requests();
     assert!(
@@ -210,6 +219,7 @@ async fn real_jcode_fork_from_the_operator_home() {
     let f = s.factory();
     let h = start(&f, s.ctx("source", &[])).await;
     let _ = h.signals();
+    h.joined();
     h.send_turn("remember the word pineapple").await.unwrap();
     let src = h.journal().unwrap();
     h.shutdown().await;
@@ -232,6 +242,7 @@ async fn real_jcode_fork_from_the_operator_home() {
     let fork = h.journal().unwrap();
     assert_ne!(fork.session_id, src.session_id);
     let _ = h.signals();
+    h.joined();
     h.send_turn("what was the word?").await.unwrap();
     // The provider saw the carried history in the fork's turn.
     assert!(
@@ -256,4 +267,76 @@ async fn real_jcode_fork_from_the_operator_home() {
     let rec: serde_json::Value =
         serde_json::from_slice(&std::fs::read(s.home("forked").resume_record()).unwrap()).unwrap();
     assert_eq!(rec["source_session_id"], src.session_id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real jcode: scripts/install-jcode.sh"]
+async fn real_jcode_spawn_prompt_then_a_killed_bridge_is_replaced_on_the_same_session() {
+    use jucode_cotal::harness::HarnessSignal;
+    let s = Setup::new().await;
+    let f = s.factory();
+    let prompt = "Review the current change please.";
+    let h = start(&f, s.ctx("phoenix", &[("COTAL_JCODE_PROMPT", prompt)])).await;
+    let home = s.home("phoenix");
+    let sid = h.journal().unwrap().session_id;
+    let mut sig = h.signals();
+    h.joined();
+    assert!(until_signal(&mut sig, HarnessSignal::TurnEnded { ok: true }).await);
+    assert!(
+        s.provider
+            .jcode_requests()
+            .iter()
+            .any(|r| r.last_text.contains(prompt)),
+        "the spawn --prompt reached the provider"
+    );
+    // The bridge dies; one replacement reattaches the same session.
+    let first = tree(&home);
+    let bridge = LaunchRecord::read(&home)
+        .unwrap()
+        .unwrap()
+        .bridge_pid
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bridge as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    assert!(
+        until_signal(&mut sig, HarnessSignal::Reconnected).await,
+        "{:?}",
+        f.fatal_line()
+    );
+    for p in &first {
+        assert!(!alive(*p), "the broken tree's pid {p} survived");
+    }
+    h.send_turn("after the replacement").await.unwrap();
+    assert_eq!(h.journal().unwrap().session_id, sid);
+    assert!(
+        s.provider
+            .jcode_requests()
+            .iter()
+            .any(|r| r.last_text.contains("after the replacement"))
+    );
+    let pids = tree(&home);
+    h.shutdown().await;
+    assert!(f.fatal_line().is_none(), "{:?}", f.fatal_line());
+    for p in &pids {
+        assert!(!alive(*p), "pid {p} survived the stop");
+    }
+}
+
+async fn until_signal(
+    rx: &mut tokio::sync::broadcast::Receiver<jucode_cotal::harness::HarnessSignal>,
+    want: jucode_cotal::harness::HarnessSignal,
+) -> bool {
+    loop {
+        match tokio::time::timeout(GUARD, rx.recv())
+            .await
+            .expect("deadlock guard")
+        {
+            Ok(s) if s == want => return true,
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(_) => return false,
+        }
+    }
 }

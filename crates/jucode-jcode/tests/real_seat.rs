@@ -5,7 +5,8 @@
 //! event plane publishes from jcode's session journal; SIGTERM then
 //! stops the seat and its private jcode tree.
 //!
-//! Needs `scripts/install-jcode.sh` and `scripts/install-nats.sh`; ignored in
+//! Takes the jcode named by `JCODE_BIN`, else the pinned npm build. Needs
+//! `scripts/install-jcode.sh` (or `JCODE_BIN`) and `scripts/install-nats.sh`; ignored in
 //! the fast suite. Run: `cargo nextest run -p jucode-jcode --run-ignored only`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -22,7 +23,11 @@ use serde_json::{Value, json};
 const GUARD: Duration = Duration::from_secs(180);
 const UID: &str = "abcdefghijklmnopqrstuvwxyz";
 
+/// `JCODE_BIN` when set (any build a user has), else the pinned npm build.
 fn jcode_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("JCODE_BIN") {
+        return PathBuf::from(p);
+    }
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/peers/npm-jcode/node_modules/@1jehuang/jcode-linux-x64/bin/jcode");
     assert!(

@@ -14,6 +14,23 @@
 //! interrupt request, and as it ends a TUI turn begins; that request is answered only then and
 //! is injected into the TUI turn, which ends once it took it), `FAKE_JCODE_TUI_TURN_FAIL` (that
 //! TUI turn fails).
+//!
+//! Versions: `FAKE_JCODE_VERSION` (default `0.67.1`) is what `version --json` reports; from 0.78.1
+//! on `model_info`/`runtime_info` carry the applied `reasoning_effort` (`FAKE_JCODE_EFFORT=misapply`
+//! accepts a tier but applies `low`), and `FAKE_JCODE_STOP_ON=<text>` ends the turn whose message
+//! contains it with `turn_stopped{reason: FAKE_JCODE_STOP_REASON}` as newer builds do.
+//! `FAKE_JCODE_FAIL_CODE` is the code of the `FAKE_JCODE_FAIL_ON` error frame (default `internal`),
+//! `FAKE_JCODE_FAIL_MESSAGE` its text.
+//! Startup: `FAKE_JCODE_BUSY_IF=<file>` (while it exists, every message is refused as busy);
+//! `FAKE_JCODE_EXIT_AT_START_IF=<file>` / `FAKE_JCODE_HANG_AT_START_IF=<file>` (a launch that finds
+//! the file removes it, then exits, or never binds the socket after writing `<file>.hanging`);
+//! `FAKE_JCODE_SERVERS_CORRUPT_IF=<file>` (a launch that finds it writes a `servers.json` nobody
+//! can read, so its teardown cannot be proven).
+//! A scripted TUI: `FAKE_JCODE_TUI_SCRIPT=<dir>` (turn N begins on the attached session when
+//! `<dir>/start-N` appears and ends, taking what jcode queued, when `<dir>/end-N` appears; the
+//! session refuses messages meanwhile); `FAKE_JCODE_SOFT_REPLY_WAIT=<file>` (a soft interrupt is
+//! answered only once the file is gone); `FAKE_JCODE_REFUSE_NO_REPLY=<text>` (no-reply appends
+//! containing it refused).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -30,6 +47,12 @@ use serde_json::{Value, json};
 static ORIENTATION_TURNS: AtomicU64 = AtomicU64::new(0);
 /// Whether the one refusal of `FAKE_JCODE_BUSY_AFTER_TURN` was sent.
 static REFUSED_ONCE: AtomicBool = AtomicBool::new(false);
+/// The connection last attached to a session (where a scripted TUI turn's events go).
+static ATTACHED: Mutex<Option<(Conn, Arc<AtomicBool>)>> = Mutex::new(None);
+/// A scripted TUI turn holds the session.
+static TUI_BUSY: AtomicBool = AtomicBool::new(false);
+/// The tier `set_reasoning_effort` applied (reported from 0.78.1 on).
+static EFFORT: Mutex<Option<String>> = Mutex::new(None);
 /// Whether the (pretend) MCP server is up (`FAKE_JCODE_MCP_DELAY_MS`).
 static MCP_UP: AtomicBool = AtomicBool::new(false);
 /// Soft interrupts queued in this bridge (jcode keeps them per session).
@@ -56,6 +79,32 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
 
 fn env(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+/// The version this fake poses as.
+fn version() -> String {
+    env("FAKE_JCODE_VERSION").unwrap_or_else(|| "0.67.1".into())
+}
+
+fn semver() -> (u64, u64, u64) {
+    let v = version();
+    let mut it = v.split('.').map(|p| p.parse::<u64>().unwrap_or(0));
+    (
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+        it.next().unwrap_or(0),
+    )
+}
+
+/// 0.78.1 and later report the applied effort.
+fn reports_effort() -> bool {
+    semver() >= (0, 78, 1)
+}
+
+/// A launch knob naming a file: true (once) when the file exists, which it removes.
+fn once_if(var: &str) -> Option<PathBuf> {
+    let p = PathBuf::from(env(var)?);
+    std::fs::remove_file(&p).ok().map(|_| p)
 }
 
 fn home() -> PathBuf {
@@ -91,10 +140,16 @@ fn main() {
         i += 1;
     }
     match sub.as_deref() {
-        Some("version") => println!(
-            "{}",
-            json!({"version":"v0.0.0-fake","semver":"0.0.0","release_build":false})
-        ),
+        Some("version") => {
+            let v = version();
+            // Pretty-printed over several lines, as real builds print it.
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json!({"version": format!("v{v} (fakehash)"), "semver": v, "base_semver": v,
+                    "update_semver": v, "git_hash": "fakehash", "git_tag": format!("v{v}"), "release_build": true}))
+                .unwrap()
+            )
+        }
         Some("api-bridge") | Some("api") => {
             if let Some(ms) = env("FAKE_JCODE_MCP_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
                 // The MCP server comes up this long after launch, whatever the turns do.
@@ -147,11 +202,28 @@ fn bridge(socket: PathBuf) {
     let servers = json!({"meadow": {
         "id": "server_meadow_1_0000000000000000", "name": "meadow",
         "socket": daemon_socket.display().to_string(), "pid": daemon.id(),
-        "version": "v0.0.0-fake", "sessions": []}});
+        "version": format!("v{}", version()), "sessions": []}});
     std::fs::write(home.join("servers.json"), servers.to_string()).unwrap();
-    if env("FAKE_JCODE_EXIT_AT_START").is_some() {
+    if once_if("FAKE_JCODE_SERVERS_CORRUPT_IF").is_some() {
+        // The record of this launch's daemon is lost (the daemon itself is
+        // ended here, so nothing outlives the test).
+        let _ = daemon.kill();
+        let _ = daemon.wait();
+        std::fs::write(home.join("servers.json"), b"{\"meadow\": {\"pid\": ").unwrap();
+    }
+    if env("FAKE_JCODE_EXIT_AT_START").is_some() || once_if("FAKE_JCODE_EXIT_AT_START_IF").is_some()
+    {
         eprintln!("fake jcode: exiting at start as asked (the daemon stays)");
         std::process::exit(1);
+    }
+    if let Some(p) = once_if("FAKE_JCODE_HANG_AT_START_IF") {
+        // Never binds the socket: only a stop ends this launch.
+        let mut marker = p.into_os_string();
+        marker.push(".hanging");
+        std::fs::write(&marker, b"hanging").unwrap();
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
     }
     // Reap the daemon when it is stopped, as long as the bridge lives.
     std::thread::spawn(move || daemon.wait());
@@ -164,12 +236,17 @@ fn bridge(socket: PathBuf) {
         socket.display(),
         daemon_socket.display()
     );
+    if let Some(dir) = env("FAKE_JCODE_TUI_SCRIPT") {
+        std::thread::spawn(move || scripted_tui(PathBuf::from(dir)));
+    }
     for conn in listener.incoming().flatten() {
         std::thread::spawn(move || serve(conn));
     }
 }
 
 fn log_frame(line: &str) {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = env("FAKE_JCODE_LOG")
         && let Ok(mut f) = std::fs::OpenOptions::new()
             .append(true)
@@ -247,7 +324,11 @@ fn rand_u64() -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// One writer of a snapshot at a time (jcode's session holds its own lock).
+static SNAPSHOT_WRITE: Mutex<()> = Mutex::new(());
+
 fn append_messages(id: &str, msgs: Vec<Value>) {
+    let _one = SNAPSHOT_WRITE.lock().unwrap_or_else(|e| e.into_inner());
     let p = snapshot_path(id);
     let mut snap: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
     snap["messages"].as_array_mut().unwrap().extend(msgs);
@@ -356,8 +437,21 @@ fn serve(stream: UnixStream) {
                 conn.error(Some(id), "unsupported_version", "bridge speaks API v1");
                 return;
             }
-            conn.reply(id, "hello_ok", json!({"version": 1, "server": "jcode-fake-bridge/0.0.0",
-                "capabilities": ["sessions", "streaming", "persisted_session_discovery", "runtime_info"]}));
+            let mut caps = vec![
+                "sessions",
+                "streaming",
+                "persisted_session_discovery",
+                "runtime_info",
+            ];
+            if semver() >= (0, 80, 0) {
+                caps.push("turn_stop_reasons");
+            }
+            conn.reply(
+                id,
+                "hello_ok",
+                json!({"version": 1, "server": format!("jcode-fake-bridge/{}", version()),
+                "capabilities": caps}),
+            );
             continue;
         }
         let sid = f["session_id"].as_str().unwrap_or_default().to_string();
@@ -380,6 +474,7 @@ fn serve(stream: UnixStream) {
                 let wd = f["working_dir"].as_str().unwrap_or("/").to_string();
                 let new = new_session(&wd);
                 conn.attached = Some(new.clone());
+                *ATTACHED.lock().unwrap() = Some((conn.clone(), busy.clone()));
                 conn.reply(id, "attached", json!({"session": {"session_id": new, "status": "idle"}}));
                 conn.event("session_status", json!({"status": "attached"}));
                 conn.event("model_info", json!({"provider": "fake", "model": "fake-model"}));
@@ -394,6 +489,7 @@ fn serve(stream: UnixStream) {
                     new_session("/")
                 };
                 conn.attached = Some(target.clone());
+                *ATTACHED.lock().unwrap() = Some((conn.clone(), busy.clone()));
                 conn.reply(id, "attached", json!({"session": {"session_id": target, "status": "idle"}}));
                 conn.event("model_info", json!({"provider": "fake", "model": "fake-model"}));
                 conn.event("session_status", json!({"status": "attached"}));
@@ -404,7 +500,13 @@ fn serve(stream: UnixStream) {
                 let routes: Value = env("FAKE_JCODE_ROUTES")
                     .and_then(|r| serde_json::from_str(&r).ok())
                     .unwrap_or(json!([{"model": "fake-model", "provider": "fake", "api_method": "openai-compatible:fake", "available": true, "detail": "fake"}]));
-                conn.reply(id, "runtime_info", json!({"session_id": sid, "provider": "fake", "model": "fake-model", "routes": routes}));
+                let mut info = json!({"session_id": sid, "provider": "fake", "model": "fake-model", "routes": routes});
+                if reports_effort()
+                    && let Some(e) = EFFORT.lock().unwrap().clone()
+                {
+                    info["reasoning_effort"] = json!(e);
+                }
+                conn.reply(id, "runtime_info", info);
             }
             "set_model" => {
                 let m = f["model"].as_str().unwrap_or_default();
@@ -420,12 +522,27 @@ fn serve(stream: UnixStream) {
                 Some("refuse") => conn.error(Some(id), "invalid_request", "provider rejected reasoning effort"),
                 // A refusal that names the accepted ladder among provider text.
                 Some("refuse-ladder") => conn.error(Some(id), "invalid_request", "Unsupported reasoning effort 'ultra' for fake-model (request req_PRIVATE42); supported values: none, low, medium, high."),
-                _ => conn.reply(id, "ok", json!({})),
+                other => {
+                    let asked = f["effort"].as_str().unwrap_or_default().to_string();
+                    let applied = if other == Some("misapply") { "low".to_string() } else { asked };
+                    *EFFORT.lock().unwrap() = Some(applied.clone());
+                    conn.reply(id, "ok", json!({}));
+                    let mut info = json!({"provider": "fake", "model": "fake-model"});
+                    if reports_effort() {
+                        info["reasoning_effort"] = json!(applied);
+                    }
+                    conn.event("model_info", info);
+                }
             },
             "soft_interrupt" => {
                 // The daemon answers late: the turn may end before it queues the text.
                 if let Some(ms) = env("FAKE_JCODE_SOFT_REPLY_DELAY_MS").and_then(|v| v.parse::<u64>().ok()) {
                     std::thread::sleep(Duration::from_millis(ms));
+                }
+                if let Some(p) = env("FAKE_JCODE_SOFT_REPLY_WAIT") {
+                    while Path::new(&p).exists() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
                 }
                 let content = f["content"].as_str().unwrap_or_default().to_string();
                 if env("FAKE_JCODE_TUI_TURN_AFTER").is_some() && !TUI_DONE.load(Ordering::SeqCst) {
@@ -462,11 +579,25 @@ fn serve(stream: UnixStream) {
                 let content = f["content"].as_str().unwrap_or_default().to_string();
                 let user = json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": "user", "content": [{"type": "text", "text": content}]});
                 if f["no_reply"].as_bool() == Some(true) {
+                    if TUI_BUSY.load(Ordering::SeqCst)
+                        || env("FAKE_JCODE_REFUSE_NO_REPLY").is_some_and(|t| content.contains(&t))
+                    {
+                        conn.error(Some(id), "internal", "Cannot handle context_message while the session is busy");
+                        continue;
+                    }
                     append_messages(&sid, vec![user]);
                     conn.reply(id, "ok", json!({}));
                     continue;
                 }
                 if busy.swap(true, Ordering::SeqCst) {
+                    conn.error(None, "internal", "Already processing a message");
+                    continue;
+                }
+                // A TUI turn holds the session: refused, never run.
+                if TUI_BUSY.load(Ordering::SeqCst)
+                    || env("FAKE_JCODE_BUSY_IF").is_some_and(|p| Path::new(&p).exists())
+                {
+                    busy.store(false, Ordering::SeqCst);
                     conn.error(None, "internal", "Already processing a message");
                     continue;
                 }
@@ -514,10 +645,23 @@ fn turn(conn: &mut Conn, sid: &str, content: &str, user: Value, busy: &AtomicBoo
     if let Some(pat) = env("FAKE_JCODE_FAIL_ON")
         && content.contains(&pat)
     {
-        conn.error(
-            None,
-            "internal",
-            "provider error: rate limit exceeded (429)",
+        let code = env("FAKE_JCODE_FAIL_CODE").unwrap_or_else(|| "internal".into());
+        let message = env("FAKE_JCODE_FAIL_MESSAGE")
+            .unwrap_or_else(|| "provider error: rate limit exceeded (429)".into());
+        busy.store(false, Ordering::SeqCst);
+        conn.error(None, &code, &message);
+        return;
+    }
+    if let Some(pat) = env("FAKE_JCODE_STOP_ON")
+        && content.contains(&pat)
+    {
+        let reason = env("FAKE_JCODE_STOP_REASON").unwrap_or_else(|| "interrupted".into());
+        conn.event("text_delta", json!({"text": "Partial "}));
+        append_messages(sid, vec![user]);
+        busy.store(false, Ordering::SeqCst);
+        conn.event(
+            "turn_stopped",
+            json!({"reason": reason, "message": format!("turn stopped: {reason}")}),
         );
         return;
     }
@@ -612,4 +756,39 @@ fn tui_turn(conn: &mut Conn, sid: &str, busy: &AtomicBool) {
     }
     append_messages(sid, vec![msg("assistant", "Done at the TUI.")]);
     conn.event("turn_done", json!({}));
+}
+
+/// `FAKE_JCODE_TUI_SCRIPT`: TUI turns the test starts and ends with files.
+fn scripted_tui(dir: PathBuf) {
+    let until = |p: PathBuf| {
+        while !p.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for n in 1.. {
+        until(dir.join(format!("start-{n}")));
+        let Some((mut conn, busy)) = ATTACHED.lock().unwrap().clone() else {
+            continue;
+        };
+        // A TUI turn begins only once the session's running turn ended.
+        while busy.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // That turn's `turn_done` is written just after its busy flag clears.
+        std::thread::sleep(Duration::from_millis(50));
+        let sid = conn.attached.clone().unwrap_or_default();
+        TUI_BUSY.store(true, Ordering::SeqCst);
+        conn.event("message_accepted", json!({}));
+        conn.event("text_delta", json!({"text": format!("TUI turn {n}")}));
+        until(dir.join(format!("end-{n}")));
+        let msg = |role: &str, text: &str| json!({"id": format!("message_{}_{}", now_ms(), rand_u64()), "role": role, "content": [{"type": "text", "text": text}]});
+        let mut msgs = vec![msg("user", &format!("typed at the TUI {n}"))];
+        for text in std::mem::take(&mut *QUEUE.lock().unwrap()) {
+            msgs.push(msg("user", &text));
+        }
+        msgs.push(msg("assistant", "Done at the TUI."));
+        append_messages(&sid, msgs);
+        TUI_BUSY.store(false, Ordering::SeqCst);
+        conn.event("turn_done", json!({}));
+    }
 }

@@ -43,6 +43,13 @@ pub(super) async fn start(
         )))),
         None => READINESS_TIMEOUT,
     };
+    let deferral_max = match j("COTAL_JCODE_DEFERRAL_MAX_MS") {
+        Some(ms) => Duration::from_millis(tryl!(
+            ms.parse::<u64>()
+                .map_err(|_| Error::Config("COTAL_JCODE_DEFERRAL_MAX_MS is not a number".into()))
+        )),
+        None => DEFERRAL_MAX,
+    };
     let frames = if tryl!(frame_log_wanted(j("COTAL_JCODE_FRAME_LOG").as_deref())) {
         let now_ms = i64::try_from(SystemClock::new().now_ms()).unwrap_or(i64::MAX);
         let ts = chrono::DateTime::from_timestamp_millis(now_ms)
@@ -120,16 +127,25 @@ pub(super) async fn start(
         fork_session = Some(rec.fork_session_id);
     }
 
+    // The persona is read before anything launches: an unreadable one fails loud.
+    let persona = match &ctx.agent_file {
+        Some(p) => Some(tryl!(crate::briefing::read_persona(p))),
+        None => None,
+    };
     let binary = j("COTAL_JCODE_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("jcode"));
     let mut env = ctx.agent_env.clone();
     env.retain(|(k, _)| !k.starts_with("COTAL_") && !k.starts_with("JCODE_"));
+    // Which build: logged, recorded with the launch, asked where builds differ.
+    let version = tryl!(crate::version::read(&binary, &env).await);
+    log.line(&version.describe());
     let spec = LaunchSpec {
         binary,
         home: home.clone(),
         working_dir: working_dir.clone(),
         env,
+        version: Some(version),
     };
     let jcode_logs = home::JcodeLogMark::take(&home);
     let inst = tryl!(Instance::launch(&spec).await);
@@ -193,9 +209,21 @@ pub(super) async fn start(
             &sid,
             ctx.model.as_deref(),
             ctx.variant.as_deref(),
+            spec.version.as_ref(),
             &log
         )
         .await
+    );
+    // The briefing is in the transcript, once per session, before the proof.
+    let text = crate::briefing::compose(
+        &ctx.space,
+        &ctx.name,
+        ctx.role.as_deref(),
+        persona.as_deref(),
+    );
+    tryi!(
+        inst,
+        crate::briefing::brief(&client, &home, &sid, &text, &log).await
     );
 
     let (sig_tx, _) = broadcast::channel(256);
@@ -206,7 +234,14 @@ pub(super) async fn start(
             session_id: sid.clone(),
             tui,
             prompt: j("COTAL_JCODE_PROMPT"),
+            model: ctx.model.clone(),
+            variant: ctx.variant.clone(),
+            deferral_max,
         },
+        clock: factory
+            .clock
+            .clone()
+            .unwrap_or_else(jucode_clock::SystemClock::shared),
         log,
         live: tokio::sync::Mutex::new(None),
         turn_lock: Arc::new(tokio::sync::Mutex::new(())),
@@ -225,6 +260,11 @@ pub(super) async fn start(
         generation: std::sync::atomic::AtomicU64::new(1),
         startup_gate: watch::channel(false).0,
         startup_armed: AtomicBool::new(false),
+        invoked: std::sync::atomic::AtomicU64::new(0),
+        reconnecting: AtomicBool::new(false),
+        live_changed: tokio::sync::Notify::new(),
+        stopping: tokio::sync::Notify::new(),
+        recovery_lock: tokio::sync::Mutex::new(()),
         model,
         fatal: factory.fatal.clone(),
         recovery_window: factory.recovery_window.unwrap_or(RECOVERY_WINDOW),

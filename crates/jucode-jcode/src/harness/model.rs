@@ -66,6 +66,7 @@ pub async fn select_model(
     sid: &str,
     model: Option<&str>,
     variant: Option<&str>,
+    version: Option<&crate::version::JcodeVersion>,
     log: &ConnectorLog,
 ) -> Result<Option<(String, Option<String>)>> {
     if let Some(m) = model {
@@ -122,6 +123,7 @@ pub async fn select_model(
                 other => other,
             });
         }
+        effort_read_back(client, sid, v, version, log).await?;
     }
     if let Some(r) = routes.first() {
         log.line(&format!(
@@ -132,4 +134,40 @@ pub async fn select_model(
         ));
     }
     Ok(pin.map(|p| (p, provider)))
+}
+
+/// After an accepted `set_reasoning_effort`: a build that reports the applied
+/// tier (0.78.1 on) must report the one requested; an older build cannot, so
+/// only the accepted request is recorded.
+async fn effort_read_back(
+    client: &Client,
+    sid: &str,
+    requested: &str,
+    version: Option<&crate::version::JcodeVersion>,
+    log: &ConnectorLog,
+) -> Result<()> {
+    if !version.is_some_and(|v| v.reads_effort_back()) {
+        log.line(&format!(
+            "reasoning effort {requested:?} accepted (this jcode does not report the applied tier)"
+        ));
+        return Ok(());
+    }
+    match client.runtime_info(sid).await?.reasoning_effort {
+        Some(applied) if applied.eq_ignore_ascii_case(requested) => {
+            log.line(&format!(
+                "reasoning effort {requested:?} applied (read back)"
+            ));
+            Ok(())
+        }
+        Some(applied) => Err(Error::EffortMismatch {
+            requested: requested.to_string(),
+            applied,
+        }),
+        None => {
+            log.line(&format!(
+                "reasoning effort {requested:?} accepted; jcode reported no applied tier"
+            ));
+            Ok(())
+        }
+    }
 }

@@ -203,7 +203,9 @@ impl Shared {
     ) -> std::result::Result<RunEnd, TurnFailure> {
         lock(&self.steering).open = true;
         self.foreign.store(false, Ordering::SeqCst);
-        let mut busy_retries = 0u32;
+        // When jcode first refused this message as busy: the deferral window
+        // (`COTAL_JCODE_DEFERRAL_MAX_MS`) is measured from there on the seat's clock.
+        let mut busy_since: Option<Duration> = None;
         let res = 'send: loop {
             // The pump lets go of the slot at the turn's end (or refusal).
             let (tx, mut rx) = mpsc::unbounded_channel();
@@ -219,24 +221,29 @@ impl Shared {
                 Ok(r) => r,
                 Err(f) => break Err(f),
             };
+            // Written to jcode: from here the message may run (see `startup`).
+            self.invoked.fetch_add(1, Ordering::SeqCst);
             let mut refusal_open = true;
             let mut progressed = false;
             break loop {
                 tokio::select! {
                     ev = rx.recv() => match ev {
                         Some(TurnEv::Done(mark)) => break Ok(RunEnd::Done(mark)),
-                        Some(TurnEv::Failed(m)) => {
-                            // jcode reports turn_done a moment before its processing
-                            // task lets go; a message sent in that gap is acked
-                            // (message_accepted), then refused without being run, and
-                            // can simply be sent again. Once the turn streamed tools
-                            // it is running, and an error is a real failure.
-                            if !progressed && m.contains("Already processing") && busy_retries < BUSY_RETRIES {
-                                busy_retries += 1;
-                                tokio::time::sleep(Duration::from_millis(100)).await;
-                                continue 'send;
+                        Some(TurnEv::Failed(stop)) => {
+                            // A message refused as busy was not run and can be sent
+                            // again: in the gap after turn_done (jcode acks, then
+                            // refuses), or while a TUI turn runs. Once the turn
+                            // streamed tools it is running, and an error is real.
+                            if !progressed && stop.is_busy() {
+                                let now = self.clock.elapsed();
+                                let since = *busy_since.get_or_insert(now);
+                                if now.saturating_sub(since) < self.plan.deferral_max {
+                                    self.until_not_busy().await;
+                                    continue 'send;
+                                }
+                                self.log.line("a message stayed refused as busy for the whole deferral window");
                             }
-                            break Err(TurnFailure { code: Some(condition_code(&m)), message: m });
+                            break Err(stop.failure());
                         }
                         Some(TurnEv::Closed) | None => break Err(TurnFailure { code: None, message: "the Harness connection closed during the turn".into() }),
                         Some(TurnEv::Accepted) => {}
@@ -262,5 +269,23 @@ impl Shared {
         };
         lock(&self.slot).take();
         res
+    }
+
+    /// Before re-sending a message jcode refused as busy: wait for a TUI turn
+    /// the pump sees to end, else pace the retry (jcode's own gap after a
+    /// turn_done lasts milliseconds).
+    async fn until_not_busy(&self) {
+        loop {
+            let changed = self.pumped_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.foreign.load(Ordering::SeqCst) {
+                break;
+            }
+            if tokio::time::timeout(BUSY_PACE * 10, changed).await.is_err() {
+                break;
+            }
+        }
+        tokio::time::sleep(BUSY_PACE).await;
     }
 }
