@@ -5,9 +5,12 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer } from "node:net";
 import { describe, it } from "node:test";
+import { buildLaunchIn } from "../src/extension.js";
 import { REFUSALS, type RefusalKey } from "../src/refusals.js";
-import { fixture } from "./support.js";
+import { fixture, sandbox } from "./support.js";
 
 interface RefusalFixture {
   prefix: string;
@@ -35,4 +38,45 @@ describe("jucode-cotal-jcode refuses what the extension refuses", { skip }, () =
       });
     }
   }
+});
+
+/** A loopback port nothing listens on. */
+async function closedPort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+  const addr = srv.address();
+  await new Promise<void>((r) => srv.close(() => r()));
+  if (!addr || typeof addr === "string") throw new Error("no port");
+  return addr.port;
+}
+
+describe("jucode-cotal-jcode takes the launch buildLaunch makes", { skip }, () => {
+  it("reads identity, grants and the launch material, then dials the material's broker", async () => {
+    const sb = sandbox();
+    const port = await closedPort();
+    const spec = buildLaunchIn(
+      {
+        space: "dev",
+        name: "alice",
+        role: "reviewer",
+        workspaceRoot: sb.workspace,
+        servers: `nats://127.0.0.1:${port}`,
+        subscribe: ["general"],
+        capabilities: ["spawn"],
+        model: "gpt-5.6-sol",
+        variant: "high",
+        prompt: "Review the change.",
+        resolvedBinaries: { "jucode-cotal-jcode": bin ?? "", jcode: sb.jcodeBin },
+      },
+      sb.ctx({ PATH: "/usr/bin:/bin" }),
+    );
+    const material = spec.env?.COTAL_LAUNCH_MATERIAL ?? "";
+    assert.ok(existsSync(material));
+    const r = spawnSync(spec.command, spec.args, { env: spec.env, encoding: "utf8", timeout: 20_000 });
+    // The seat got past its launch contract (every variable and the material parsed) and failed
+    // only where a broker was needed, naming the server the material carried.
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`cannot connect to nats://127\\.0\\.0\\.1:${port}`));
+    assert.ok(!existsSync(material), "the seat read the launch material once and unlinked it");
+  });
 });
