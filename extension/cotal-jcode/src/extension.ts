@@ -221,7 +221,8 @@ export const jcodeRsConnector: Connector = {
   supportsFreshStart: true,
   supportsModelVariant: true,
   supportsPrompt: true,
-  supportsToolListAnnounce: true,
+  // The seat's MCP bridge sends no tools/list_changed, so a connection change must be refused.
+  supportsToolListAnnounce: false,
   eventChannel: ({ owner, actor }) => `events.${owner}.${actor}`,
   launchHint: "starting a private jcode instance and proving cotal_orientation before joining (up to 3 minutes)",
   buildLaunch: (opts) => buildLaunchIn(opts, hostContext()),

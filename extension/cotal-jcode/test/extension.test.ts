@@ -36,6 +36,7 @@ describe("declarations the manager reads before provisioning", () => {
     assert.equal(jcodeRsConnector.supportsResume, true);
     assert.equal(jcodeRsConnector.supportsModelVariant, true);
     assert.equal(jcodeRsConnector.supportsPrompt, true);
+    assert.equal(jcodeRsConnector.supportsToolListAnnounce, false, "the bridge announces no tool-list change");
     assert.equal(jcodeRsConnector.eventChannel?.({ owner: "local", actor: "alice" }), "events.local.alice");
   });
 
