@@ -4,13 +4,14 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{bench, conformance, daemon, tidy};
+use crate::{bench, conformance, daemon, extension, tidy};
 
 enum Check {
     Cargo(&'static [&'static str]),
     Tidy,
     Docs,
     Tests,
+    Extension,
     Examples,
     Conformance,
     BenchQuick,
@@ -45,6 +46,10 @@ const STEPS: &[(&str, Check)] = &[
         Check::Cargo(&["build", "--workspace", "--all-targets"]),
     ),
     ("tests (cargo nextest run, else cargo test)", Check::Tests),
+    (
+        "the Cotal extension: npm ci, tsc, node --test (extension/cotal-jcode)",
+        Check::Extension,
+    ),
     (
         "scripts/run-examples.sh --no-build (the client and embed examples, run for real)",
         Check::Examples,
@@ -136,6 +141,8 @@ fn run_check(check: &Check) -> Result<bool> {
                 cargo_status(&["test", "--workspace"])
             }
         }
+        // The build step built jucode-cotal-jcode, which its process-level tests run.
+        Check::Extension => extension::run(extension::Options { build: false }),
         // Same process: the binaries were just built by the build step.
         Check::Conformance => conformance::run(conformance::Options {
             build: false,

@@ -4,6 +4,7 @@ mod bench;
 mod ci;
 mod conformance;
 mod daemon;
+mod extension;
 mod interop;
 mod schema;
 mod tidy;
@@ -23,7 +24,10 @@ commands:
                                      rules, unused dependencies, file sizes
   schema [--check]                   write docs/schema/*.json and the op index of docs/PROTOCOL.md
                                      from jucode-protocol (--check: fail if they differ instead)
-  ci                                 fmt, clippy, tidy, docs, build, tests, conformance, bench --quick
+  ci                                 fmt, clippy, tidy, docs, build, tests, the extension, conformance,
+                                     bench --quick
+  extension [--no-build]             the Cotal extension (extension/cotal-jcode): npm ci, tsc and
+                                     node --test against the built jucode-cotal-jcode
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      through the adapters against a fake model server";
 
@@ -79,6 +83,16 @@ fn run() -> Result<bool> {
                 bail!("ci takes no arguments, got {extra}");
             }
             ci::run()
+        }
+        "extension" => {
+            let mut options = extension::Options { build: true };
+            for arg in rest {
+                match arg.as_str() {
+                    "--no-build" => options.build = false,
+                    other => bail!("unexpected argument {other}\n{USAGE}"),
+                }
+            }
+            extension::run(options)
         }
         "tidy" => {
             let mut options = tidy::Options { fix: false };

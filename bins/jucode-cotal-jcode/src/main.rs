@@ -3,7 +3,11 @@
 //! declared jcode model catalog.
 //!
 //! Thin: arguments here; the mesh side is `jucode_cotal`, the jcode side
-//! (the private instance over the Harness API) is `jucode_jcode`.
+//! (the private instance over the Harness API) is `jucode_jcode`. What the spec
+//! says fails loud is refused here too, before anything is connected, as the
+//! backstop of the manager extension's own refusals (`refusal`).
+
+mod refusal;
 
 fn usage() -> ! {
     eprintln!(
@@ -14,6 +18,11 @@ fn usage() -> ! {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Before logging, the runtime or any socket: a refused launch touches nothing.
+    if let Some(r) = refusal::find(&args) {
+        eprintln!("{}", r.line());
+        std::process::exit(refusal::EXIT_CODE)
+    }
     // Logs go to stderr: stdout belongs to MCP in bridge mode.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)

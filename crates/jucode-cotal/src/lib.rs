@@ -23,6 +23,7 @@ pub mod manager;
 pub mod mesh;
 pub mod presence;
 pub mod relay;
+pub mod runturn;
 pub mod seat;
 pub mod subject;
 #[cfg(feature = "testkit")]

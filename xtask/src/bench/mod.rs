@@ -4,6 +4,7 @@
 mod coldstart;
 mod fanout;
 mod paths;
+mod seat;
 mod timers;
 
 use std::time::Duration;
@@ -95,6 +96,10 @@ fn run_optimized(options: &Options) -> Result<bool> {
                 "jucode-daemon",
                 "-p",
                 "jucode-testsupport",
+                "-p",
+                "jucode-cotal-jcode",
+                "-p",
+                "jucode-jcode",
             ])
             .args(["-p", "xtask"])
             .status()
@@ -118,6 +123,21 @@ fn run_optimized(options: &Options) -> Result<bool> {
 async fn run_all(options: Options) -> Result<bool> {
     if options.build {
         daemon::build(true).await?;
+        let status = daemon::cargo()
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "jucode-cotal-jcode",
+                "-p",
+                "jucode-jcode",
+            ])
+            .status()
+            .await
+            .context("building the Cotal seat")?;
+        if !status.success() {
+            bail!("cargo build --release of the Cotal seat failed ({status})");
+        }
     }
     let bins = Bins::of_profile("release")?;
     let sizes = if options.quick { QUICK } else { FULL };

@@ -1,7 +1,8 @@
 //! The benches of the other paths, each printed beside its reference from the same run:
 //! model token → client through the built-in engine (vs. the engine's model client alone),
 //! relay streams (vs. raw ChaCha20-Poly1305 on the same bytes) and the Cotal event plane's
-//! journal line → stored frame (vs. a bare JetStream publish of the same frame).
+//! journal line → stored frame (vs. a bare JetStream publish of the same frame), and the
+//! seat's memory next to an idle node ([`super::seat`]).
 
 use std::time::{Duration, Instant};
 
@@ -114,6 +115,10 @@ async fn cotal(samples: usize) -> Result<()> {
         .await
         .context("journal → stored frame bench")?;
     let reference = jetstream_publish_latency(&nats.url, samples).await?;
+    let seat_mem = super::seat::seat_rss(&nats.url)
+        .await
+        .context("the seat's RSS (release jucode-cotal-jcode with jucode-fake-jcode)")?;
+    let node_mem = super::seat::idle_node_rss().await?;
     println!();
     println!(
         "Cotal event plane: journal line written → AG-UI frame stored ({samples} samples, journal polled every 5 ms); reference: a bare JetStream publish of a frame, awaited"
@@ -134,6 +139,26 @@ async fn cotal(samples: usize) -> Result<()> {
             ms(s),
             ms(r),
             ratio(s, r)
+        );
+    }
+    println!();
+    println!(
+        "Cotal seat memory: release jucode-cotal-jcode joined (driving jucode-fake-jcode, not counted) vs an idle node, after 2 s idle; ratio = seat / node"
+    );
+    println!(
+        "{:>6}  {:>12}  {:>12}  {:>6}",
+        "", "seat", "idle node", "ratio"
+    );
+    for (label, s, n) in [
+        ("RSS", seat_mem.rss_kib, node_mem.rss_kib),
+        ("peak", seat_mem.hwm_kib, node_mem.hwm_kib),
+    ] {
+        println!(
+            "{:>6}  {:>12}  {:>12}  {:>6.2}",
+            label,
+            format!("{:.1} MiB", s as f64 / 1024.0),
+            format!("{:.1} MiB", n as f64 / 1024.0),
+            s as f64 / (n as f64).max(1.0)
         );
     }
     Ok(())

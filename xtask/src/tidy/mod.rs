@@ -7,6 +7,7 @@
 //! the metadata); this file only gathers the inputs and prints what they found.
 
 mod diagram;
+mod extension;
 mod graph;
 mod layering;
 mod size;
@@ -35,6 +36,7 @@ pub fn run(options: Options) -> Result<bool> {
     ok &= unused_dependencies(&ws)?;
     ok &= file_sizes(&ws)?;
     ok &= generated_protocol_files(&ws.root, options.fix)?;
+    ok &= extension_package(&ws.root);
     println!(
         "tidy: {}",
         if ok {
@@ -62,6 +64,24 @@ fn generated_protocol_files(root: &Path, fix: bool) -> Result<bool> {
         Err(e) => {
             println!("tidy: {e:#}");
             Ok(false)
+        }
+    }
+}
+
+/// The extension's dependencies are exact versions its lockfile pins.
+fn extension_package(root: &Path) -> bool {
+    let dir = root.join(crate::extension::PACKAGE);
+    match extension::check(&dir) {
+        Ok(n) => {
+            println!(
+                "tidy: ok: {} pins its {n} dependencies exactly in package-lock.json",
+                crate::extension::PACKAGE
+            );
+            true
+        }
+        Err(e) => {
+            println!("tidy: FAIL: {}: {e}", crate::extension::PACKAGE);
+            false
         }
     }
 }
@@ -266,7 +286,13 @@ pub fn rust_files(dir: &Path, skip: &Path, one_package: bool) -> Result<Vec<Path
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if path.is_dir() {
                 let nested_package = one_package && path.join("Cargo.toml").exists();
-                if name.starts_with('.') || name == "target" || path == skip || nested_package {
+                // node_modules: the extension's installed packages, never ours.
+                if name.starts_with('.')
+                    || name == "target"
+                    || name == "node_modules"
+                    || path == skip
+                    || nested_package
+                {
                     continue;
                 }
                 stack.push(path);
