@@ -48,6 +48,7 @@ use jucode_store::{StateDir, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use agents::capability::{AgentMcp, AgentToolError};
 pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
@@ -68,6 +69,9 @@ pub struct HubConfig {
     /// Where the hub and everything it runs read time ([`jucode_clock::SystemClock`] in the
     /// daemon, a [`jucode_clock::ManualClock`] in time-driven tests).
     pub clock: SharedClock,
+    /// How Claude Code and Codex agent sessions reach the agent tools (the daemon's own
+    /// `agent-mcp` subcommand and its loopback URL); the default offers them none.
+    pub agent_mcp: AgentMcp,
 }
 
 /// Why the hub could not start.
@@ -93,6 +97,9 @@ struct Settings {
 pub struct Hub {
     config: HubConfig,
     token: String,
+    /// Agent sessions' capabilities: their own lock, since an engine asks for one while the
+    /// hub's lock is held (during its start).
+    agent_caps: agents::capability::Capabilities,
     inner: Mutex<Inner>,
 }
 
@@ -129,6 +136,7 @@ impl Hub {
         Ok(Arc::new(Hub {
             config,
             token,
+            agent_caps: Default::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),

@@ -5,6 +5,7 @@
 //! whole (atomically) on every change. The brief and memory files are read from disk when
 //! needed, since the agent itself rewrites them.
 
+pub(crate) mod capability;
 pub(crate) mod tools;
 
 use std::collections::BTreeMap;
