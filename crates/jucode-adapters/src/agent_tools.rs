@@ -59,7 +59,8 @@ pub(crate) fn files_dir(jucode_home: &Path) -> PathBuf {
     jucode_home.join("daemon").join("agent-mcp")
 }
 
-/// Claude Code's `--mcp-config` JSON naming the server.
+/// Claude Code's `--mcp-config` JSON naming the server (`alwaysLoad`: Claude Code 2.1.3xx
+/// otherwise hides MCP tools until the model searches for them).
 pub(crate) fn claude_mcp_config(mcp: &McpLaunch) -> Value {
     json!({
         "mcpServers": {
@@ -68,6 +69,9 @@ pub(crate) fn claude_mcp_config(mcp: &McpLaunch) -> Value {
                 "command": mcp.program.display().to_string(),
                 "args": mcp.args,
                 "env": mcp.env,
+                // The agent's own tools are always in the prompt, never deferred behind
+                // Claude Code's tool search.
+                "alwaysLoad": true,
             }
         }
     })

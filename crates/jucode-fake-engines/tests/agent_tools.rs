@@ -138,6 +138,7 @@ async fn claude_code_gets_the_server_in_its_own_mcp_config_and_the_prompt_append
             "args": ["agent-mcp"],
             "env": {"JUCODE_AGENT_CAPABILITY": CAPABILITY,
                     "JUCODE_AGENT_URL": "http://127.0.0.1:7788"},
+            "alwaysLoad": true,
         }}})
     );
     assert_eq!(std::fs::read_to_string(&prompt).unwrap(), PROMPT);
