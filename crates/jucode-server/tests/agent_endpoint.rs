@@ -136,7 +136,49 @@ async fn a_session_capability_reaches_the_hub_and_nothing_else_does() {
     let addr = daemon.addr;
     let (status, tools) = post(addr, "POST", "/api/agent/tools", Some(&cap), b"{}").await;
     assert_eq!(status, 200, "{tools}");
-    assert!(tools["tools"].is_array(), "{tools}");
+    let report = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "report")
+        .unwrap_or_else(|| panic!("no report tool: {tools}"));
+    assert_eq!(report["input_schema"]["required"], json!(["title", "body"]));
+
+    // The hub runs it for this session's agent and records it.
+    let call = json!({"name": "report", "arguments": {"title": "nightly", "body": "all green"}});
+    let (status, answer) = post(
+        addr,
+        "POST",
+        "/api/agent/call",
+        Some(&cap),
+        call.to_string().as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        (status, answer["ok"].clone()),
+        (200, json!(true)),
+        "{answer}"
+    );
+    let list = client.request(json!({"op": "report_list"})).await.unwrap();
+    let reports = list["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 1, "{list}");
+    assert_eq!(reports[0]["agent"], "scout");
+    assert_eq!(reports[0]["session"], session.as_str());
+    assert_eq!(reports[0]["title"], "nightly");
+    let (_, answer) = post(
+        addr,
+        "POST",
+        "/api/agent/call",
+        Some(&cap),
+        json!({"name": "report", "arguments": {"title": ""}})
+            .to_string()
+            .as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        answer["ok"], false,
+        "a tool's own refusal is the model's to read: {answer}"
+    );
     // A call reaches the hub's tool table: this name is in no area's.
     let call = json!({"name": "no_such_tool", "arguments": {}}).to_string();
     let (status, answer) = post(addr, "POST", "/api/agent/call", Some(&cap), call.as_bytes()).await;
@@ -267,7 +309,13 @@ async fn the_agent_mcp_subcommand_serves_the_sessions_tools_from_the_daemon() {
     )
     .await
     .unwrap();
-    assert!(list["result"]["tools"].is_array(), "{list}");
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"report"), "{list}");
     let call = rpc(
         &mut stdin,
         &mut lines,
