@@ -1,12 +1,11 @@
 //! A long-lived agent's session on the real Claude Code and the real Codex: the CLI gets the
 //! daemon's own `jucode-daemon agent-mcp` server through its per-process MCP configuration,
-//! the fake model calls the agent tool `report` through it, and the call arrives at the
-//! agent endpoint with the session's capability. The agent's prompt reaches the model.
-//!
-//! The endpoint is `jucode_testsupport::agent_endpoint` (the daemon's wire format) offering a
-//! `report` tool: on main the hub's areas have not all landed their tools, so the test does not
-//! depend on which are there; `crates/jucode-server/tests/agent_endpoint.rs` shows the same
-//! server reaching the real hub.
+//! the fake model calls the agent tool `report` through it, and the call arrives with the
+//! session's capability. Twice per CLI:
+//! - through the adapter alone, against `jucode_testsupport::agent_endpoint` (the endpoint's
+//!   wire format, recording calls), which also checks the agent's prompt reaches the model;
+//! - through the real daemon binary (`session_create` with `agent`), whose hub runs `report`
+//!   and lists it in `report_list`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -193,4 +192,79 @@ async fn codex_an_agent_session_calls_an_agent_tool() {
     let events = report_turn(&mut h).await;
     check_reported(&events, &endpoint, &world);
     assert_eq!(close(h).await, None);
+}
+
+// ---- The same through the real daemon: its hub runs `report` and records it.
+
+/// A daemon whose home has the agent `scout` on `engine` in the world's work dir, asking
+/// before tools as the other real-CLI tests do.
+async fn daemon_with_agent(world: &World, engine: &str) -> jucode_testsupport::Daemon {
+    let home = world.dir.path().join("jucode");
+    let agent = home.join("agents/scout");
+    std::fs::create_dir_all(&agent).unwrap();
+    let config = json!({"name": "Scout", "cwd": world.cwd, "engine": engine,
+                        "approval_mode": "manual"});
+    std::fs::write(agent.join("agent.json"), config.to_string()).unwrap();
+    jucode_testsupport::Daemon::start(&home).await.unwrap()
+}
+
+/// Runs the `CALL:` turn in an agent session of the daemon; returns the reports it lists.
+async fn daemon_report_turn(daemon: &jucode_testsupport::Daemon, options: Value) -> Value {
+    let mut client = daemon.client().await.unwrap();
+    let created = client
+        .request(json!({"op": "session_create", "agent": "scout", "options": options}))
+        .await
+        .unwrap();
+    assert_eq!(created["type"], "session_created", "{created}");
+    let session = created["session"].as_str().unwrap().to_string();
+    client
+        .send(json!({"op": "user_message", "session": session, "content": CALL}))
+        .await
+        .unwrap();
+    loop {
+        let f = client.recv().await.unwrap();
+        if f["session"] != session.as_str() {
+            continue;
+        }
+        if f["type"] == "approval_request" {
+            client
+                .send(json!({"op": "approve", "session": session,
+                             "call_id": f["call_id"], "decision": "allow"}))
+                .await
+                .unwrap();
+        }
+        assert_ne!(f["type"], "error", "{f}");
+        if f["type"] == "status" && f["message"] == "ready" {
+            break;
+        }
+    }
+    let list = client.request(json!({"op": "report_list"})).await.unwrap();
+    let reports = list["reports"].clone();
+    assert_eq!(reports.as_array().map(Vec::len), Some(1), "{list}");
+    assert_eq!(reports[0]["agent"], "scout");
+    assert_eq!(reports[0]["session"], session.as_str());
+    assert_eq!(reports[0]["title"], "nightly");
+    assert_eq!(reports[0]["body"], "all green");
+    reports
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
+async fn claude_an_agent_session_of_the_daemon_posts_a_report() {
+    let cli = claude_cli();
+    let world = World::new().await;
+    let daemon = daemon_with_agent(&world, "claude").await;
+    let options = json!({"bin": cli.bin.display().to_string(), "env": world.anthropic_env()});
+    daemon_report_turn(&daemon, options).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
+async fn codex_an_agent_session_of_the_daemon_posts_a_report() {
+    let cli = codex_cli();
+    let world = World::new().await;
+    let daemon = daemon_with_agent(&world, "codex").await;
+    let env = world.codex_env(&crate::codex_config(&world));
+    let options = json!({"bin": cli.bin.display().to_string(), "env": env});
+    daemon_report_turn(&daemon, options).await;
 }
