@@ -205,6 +205,8 @@ async fn daemon_with_agent(world: &World, engine: &str) -> jucode_testsupport::D
     let config = json!({"name": "Scout", "cwd": world.cwd, "engine": engine,
                         "approval_mode": "manual"});
     std::fs::write(agent.join("agent.json"), config.to_string()).unwrap();
+    // `cargo xtask interop` builds this package only: the daemon is built on first use.
+    jucode_testsupport::build_bin("jucode-daemon", "jucode-daemon").unwrap();
     jucode_testsupport::Daemon::start(&home).await.unwrap()
 }
 
