@@ -1,5 +1,6 @@
 //! `jucode-daemon`: parses arguments and runs the daemon ([`jucode_server::run`]), or with
-//! `serve`, one session of the built-in engine over stdin/stdout ([`serve`]).
+//! `serve`, one session of the built-in engine over stdin/stdout ([`serve`]), or with
+//! `agent-mcp`, the agent tools' stdio MCP server ([`jucode_agent_mcp`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -65,6 +66,10 @@ enum Cmd {
         #[arg(value_enum)]
         action: relay_admin::RelayAction,
     },
+    /// The agent tools as a stdio MCP server, for a Claude Code or Codex agent session (the
+    /// daemon starts it; it reads JUCODE_AGENT_URL and JUCODE_AGENT_CAPABILITY).
+    #[command(hide = true)]
+    AgentMcp,
 }
 
 fn main() -> Result<()> {
@@ -82,6 +87,17 @@ fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(Cmd::AgentMcp) = &args.command {
+        let config = jucode_agent_mcp::Config::from_env(std::env::vars())?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        runtime.block_on(jucode_agent_mcp::serve_stdio(config))?;
+        // The stdin reader may still wait for input: do not wait for it.
+        runtime.shutdown_background();
+        return Ok(());
+    }
     if let Some(Cmd::Pair | Cmd::Relay { .. }) = &args.command {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()

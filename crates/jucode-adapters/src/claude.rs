@@ -26,6 +26,7 @@ use jucode_protocol::{ApprovalMode, Object};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::agent_tools::{self, AgentTools};
 use crate::child::{ChildProc, Input, Spawn};
 use crate::claude_elicit::Elicitation;
 use crate::claude_extras as extras;
@@ -123,6 +124,10 @@ impl EngineFactory for ClaudeEngine {
             ultracode_available: None,
             tasks: Vec::new(),
             runs: Runs::default(),
+            agent: AgentTools::of(&spec).map(|tools| ClaudeAgent {
+                files: agent_tools::files_dir(&self.config.jucode_home),
+                tools,
+            }),
         };
         claude.spawn()?;
         tokio::spawn(claude.run(ops, input_rx));
@@ -247,6 +252,50 @@ struct Claude {
     tasks: Vec<Value>,
     /// The conversation's subagents and workflows.
     runs: Runs,
+    /// A long-lived agent's tools and prompt, handed to every start of the CLI.
+    agent: Option<ClaudeAgent>,
+}
+
+/// An agent session's MCP server and prompt, and where their files for the CLI are kept.
+#[derive(Debug)]
+struct ClaudeAgent {
+    tools: AgentTools,
+    files: PathBuf,
+}
+
+impl ClaudeAgent {
+    /// Writes the MCP configuration and the prompt for `session`'s next start; returns the
+    /// flags naming them.
+    fn flags(&self, session: &str) -> Result<Vec<String>, EngineError> {
+        let unwritable = |path: &Path, e: std::io::Error| {
+            EngineError::Unavailable(format!("{}: {e}", path.display()))
+        };
+        let config = self.files.join(format!("{session}.mcp.json"));
+        let body = agent_tools::claude_mcp_config(&self.tools.mcp).to_string();
+        agent_tools::write_private(&config, body.as_bytes()).map_err(|e| unwritable(&config, e))?;
+        let mut flags = vec![format!("--mcp-config={}", config.display())];
+        let prompt = self.tools.prompt();
+        if !prompt.trim().is_empty() {
+            let file = self.files.join(format!("{session}.prompt.md"));
+            agent_tools::write_private(&file, prompt.as_bytes())
+                .map_err(|e| unwritable(&file, e))?;
+            flags.push(format!("--append-system-prompt-file={}", file.display()));
+            // Claude Code would keep the prompt of the conversation's first request on every
+            // resume; the agent's brief changes, so it is rendered from this start's file.
+            flags.push("--system-prompt-snapshot=off".into());
+        }
+        Ok(flags)
+    }
+
+    /// Removes the files (the capability in them is revoked once the CLI is gone anyway).
+    fn remove(&self, session: &str) {
+        for name in [
+            format!("{session}.mcp.json"),
+            format!("{session}.prompt.md"),
+        ] {
+            let _ = std::fs::remove_file(self.files.join(name));
+        }
+    }
 }
 
 impl Claude {
@@ -297,10 +346,14 @@ impl Claude {
     /// Starts the CLI (again) and sends `initialize`.
     fn spawn(&mut self) -> Result<(), EngineError> {
         self.generation += 1;
+        let mut args = self.args();
+        if let Some(agent) = &self.agent {
+            args.extend(agent.flags(&self.session)?);
+        }
         let child = ChildProc::spawn(
             Spawn {
                 program: &self.program,
-                args: self.args(),
+                args,
                 cwd: &self.cwd,
                 env: &self.options.env,
                 // Claude Code refuses to start inside another Claude Code session.
@@ -344,6 +397,7 @@ impl Claude {
                     }
                     Some(Input::Exited(generation, how)) if generation == self.generation => {
                         self.child = None;
+                        self.remove_agent_files();
                         self.sink.exited(Some(how)).await;
                         return;
                     }
@@ -362,7 +416,14 @@ impl Claude {
             child.stop();
             wait_exit(input, generation).await;
         }
+        self.remove_agent_files();
         self.sink.exited(None).await;
+    }
+
+    fn remove_agent_files(&self) {
+        if let Some(agent) = &self.agent {
+            agent.remove(&self.session);
+        }
     }
 
     async fn emit_start(&mut self) -> bool {

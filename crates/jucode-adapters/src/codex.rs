@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::agent_tools::{self, AgentTools};
 use crate::child::{ChildProc, Input, Spawn, inside};
 use crate::codex_agents::{Agents, strings_in};
 use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, hunk_choice, mode_of};
@@ -153,12 +154,22 @@ impl EngineFactory for CodexEngine {
         let mut roots = vec![spec.cwd.clone()];
         roots.extend(spec.extra_dirs.iter().cloned());
         roots.push(self.config.upload_dir());
+        let agent = AgentTools::of(&spec);
+        // An agent's MCP server is named in `-c` overrides for this process only; its
+        // variables (the capability) go in this process's environment, forwarded by name.
+        let mut args = vec!["app-server".to_string()];
+        let mut env = options.env.clone();
+        if let Some(agent) = &agent {
+            args.extend(agent_tools::codex_overrides(&agent.mcp));
+            env.retain(|(name, _)| !agent.mcp.env.contains_key(name));
+            env.extend(agent.mcp.env.clone());
+        }
         let child = ChildProc::spawn(
             Spawn {
                 program: &program,
-                args: vec!["app-server".into()],
+                args,
                 cwd: &spec.cwd,
-                env: &options.env,
+                env: &env,
                 env_remove: &[],
                 generation: 1,
                 label: "codex".into(),
@@ -198,6 +209,7 @@ impl EngineFactory for CodexEngine {
             agents: Agents::default(),
             file_changes: HashMap::new(),
             mcp_servers: Vec::new(),
+            agent,
         };
         tokio::spawn(codex.run(ops, input_rx));
         Ok(handle)
@@ -290,6 +302,8 @@ struct Codex {
     file_changes: HashMap<String, Value>,
     /// The MCP servers as last listed, kept current by startup status notifications.
     mcp_servers: Vec<Value>,
+    /// A long-lived agent's tools; its prompt goes in the thread's developer instructions.
+    agent: Option<AgentTools>,
 }
 
 impl Codex {

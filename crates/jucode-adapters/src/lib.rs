@@ -8,11 +8,13 @@
 //! [`codex::CodexEngine`] (`codex app-server` JSON-RPC) and [`acp::AcpEngine`] (Agent Client
 //! Protocol). Shared parts: [`options`] (the client's `options`), [`discover`] (finding the CLI),
 //! [`history`] (conversations the engines saved on disk), and the private `child` (process
-//! plumbing), `turns` (the message queue and approvals every adapter keeps) and `runs` (the
-//! subagent entries and lifecycle events Claude Code and Codex traces share).
+//! plumbing), `turns` (the message queue and approvals every adapter keeps), `runs` (the
+//! subagent entries and lifecycle events Claude Code and Codex traces share) and
+//! `agent_tools` (a long-lived agent's MCP server and prompt for Claude Code and Codex).
 
 pub mod acp;
 mod acp_terminal;
+mod agent_tools;
 mod child;
 pub mod claude;
 mod claude_elicit;

@@ -121,6 +121,7 @@ async fn run(message: &str) -> Result<()> {
         relay_url: None,
         engines,
         clock: jucode_clock::SystemClock::shared(),
+        agent_mcp: Default::default(),
     })
     .context("opening the hub")?;
 

@@ -569,7 +569,8 @@ fn describe(frame: &Value) -> String {
 }
 
 /// The fakes' `main`: replays `FAKE_ENGINE_SCRIPT` on stdio (a Claude Code started with
-/// `--resume` replays `FAKE_ENGINE_SCRIPT_RESUME` when set); a mismatch exits 3.
+/// `--resume` replays `FAKE_ENGINE_SCRIPT_RESUME` when set); a mismatch exits 3. With
+/// `FAKE_ENGINE_LOG` set, what it was started with and read is logged there.
 pub fn main_for(flavor: Flavor) -> ! {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let name = match flavor {
@@ -594,7 +595,14 @@ pub fn main_for(flavor: Flavor) -> ! {
         let cwd = std::env::current_dir()?.display().to_string();
         let stdout = std::io::stdout();
         let replay = Replay::new(flavor, script, &args, &cwd, stdout.lock())?;
-        replay.run(std::io::stdin().lock())
+        match std::env::var_os("FAKE_ENGINE_LOG") {
+            Some(log) => {
+                let log = start_log(std::path::Path::new(&log), &args)?;
+                let stdin = std::io::stdin().lock();
+                replay.run(std::io::BufReader::new(Tee { inner: stdin, log }))
+            }
+            None => replay.run(std::io::stdin().lock()),
+        }
     })();
     match result {
         Ok(()) => std::process::exit(0),
@@ -602,6 +610,32 @@ pub fn main_for(flavor: Flavor) -> ! {
             eprintln!("{name}: {e:#}");
             std::process::exit(3)
         }
+    }
+}
+
+/// `FAKE_ENGINE_LOG`: a first line `{"argv", "env"}` (the arguments and the `JUCODE_*`
+/// variables the fake was started with), then every byte the adapter writes to it.
+fn start_log(path: &std::path::Path, args: &[String]) -> Result<std::fs::File> {
+    let env: serde_json::Map<String, Value> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("JUCODE_"))
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let mut log = std::fs::File::create(path).with_context(|| format!("{}", path.display()))?;
+    writeln!(log, "{}", json!({"argv": args, "env": env}))?;
+    Ok(log)
+}
+
+/// A reader that copies what it reads to a log.
+struct Tee<R> {
+    inner: R,
+    log: std::fs::File,
+}
+
+impl<R: std::io::Read> std::io::Read for Tee<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.log.write_all(&buf[..n])?;
+        Ok(n)
     }
 }
 

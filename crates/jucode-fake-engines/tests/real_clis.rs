@@ -1,6 +1,7 @@
 //! The real Claude Code, Codex and claude-agent-acp CLIs driven through their adapters against
 //! the fake model server (`jucode_testsupport::fake_model`) on loopback: a tool call approved,
-//! a denial, an interrupt and a resume in a new process, for each engine.
+//! a denial, an interrupt and a resume in a new process, for each engine; and (`real_agent`)
+//! a long-lived agent's session calling an agent tool through the daemon's MCP server.
 //!
 //! Slow and needing the real CLIs, so ignored. Install them, then run:
 //!   bash scripts/install-engines.sh
@@ -18,6 +19,7 @@
 
 mod common;
 mod real;
+mod real_agent;
 
 use std::path::PathBuf;
 

@@ -54,6 +54,7 @@ impl Home {
             relay_url: None,
             engines: HashMap::new(),
             clock: self.clock.shared(),
+            agent_mcp: Default::default(),
         })
         .unwrap()
     }

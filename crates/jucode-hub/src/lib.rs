@@ -46,6 +46,7 @@ use jucode_store::{StateDir, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use agents::capability::{AgentMcp, AgentToolError};
 pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
@@ -66,6 +67,9 @@ pub struct HubConfig {
     /// Where the hub and everything it runs read time ([`jucode_clock::SystemClock`] in the
     /// daemon, a [`jucode_clock::ManualClock`] in time-driven tests).
     pub clock: SharedClock,
+    /// How Claude Code and Codex agent sessions reach the agent tools (the daemon's own
+    /// `agent-mcp` subcommand and its loopback URL); the default offers them none.
+    pub agent_mcp: AgentMcp,
 }
 
 /// Why the hub could not start.
@@ -91,6 +95,9 @@ struct Settings {
 pub struct Hub {
     config: HubConfig,
     token: String,
+    /// Agent sessions' capabilities: their own lock, since an engine asks for one while the
+    /// hub's lock is held (during its start).
+    agent_caps: agents::capability::Capabilities,
     inner: Mutex<Inner>,
 }
 
@@ -126,6 +133,7 @@ impl Hub {
         Ok(Arc::new(Hub {
             config,
             token,
+            agent_caps: Default::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),

@@ -86,6 +86,7 @@ fn open_hub(root: &std::path::Path, saved: Vec<TranscriptItem>) -> Arc<Hub> {
         relay_url: None,
         engines,
         clock: jucode_clock::SystemClock::shared(),
+        agent_mcp: Default::default(),
     })
     .unwrap()
 }

@@ -597,6 +597,7 @@ mod tests {
             relay_url: Some("ws://relay.invalid/relay/v1".into()),
             engines: Default::default(),
             clock: jucode_clock::SystemClock::shared(),
+            agent_mcp: Default::default(),
         })
         .unwrap()
     }

@@ -63,6 +63,7 @@ async fn an_idle_daemon_authenticates_and_answers_every_ping() {
         relay_url: Some(url.clone()),
         engines: HashMap::new(),
         clock: jucode_clock::SystemClock::shared(),
+        agent_mcp: Default::default(),
     })
     .unwrap();
     let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());
@@ -168,6 +169,7 @@ async fn an_unreadable_identity_is_pair_links_error_as_it_is() {
         relay_url: Some(url.clone()),
         engines: HashMap::new(),
         clock: jucode_clock::SystemClock::shared(),
+        agent_mcp: Default::default(),
     })
     .unwrap();
     let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());

@@ -1,7 +1,9 @@
-//! Plain HTTP: `/` redirects to the remote page, the page's files, `POST /api/pair`, and the
-//! WebSocket upgrade (handed to [`crate::ws`]).
+//! Plain HTTP: `/` redirects to the remote page, the page's files, `POST /api/pair`, the
+//! agent tools' endpoint (handed to `crate::agent`) and the WebSocket upgrade (handed to
+//! [`crate::ws`]).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,16 +21,27 @@ const PAIR_BODY_MAX: usize = 64 * 1024;
 
 pub(crate) type Body = Full<Bytes>;
 
+/// A connection's two ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ends {
+    pub(crate) peer: SocketAddr,
+    pub(crate) local: SocketAddr,
+}
+
 /// Routes one request. Never fails: every problem is an HTTP answer.
 pub(crate) async fn route(
     req: Request<Incoming>,
     shared: Arc<Shared>,
+    ends: Ends,
 ) -> Result<Response<Body>, Infallible> {
     if crate::ws::is_upgrade(&req) {
         return Ok(crate::ws::upgrade(req, shared));
     }
     let mut response = match (req.method(), req.uri().path()) {
         (&Method::POST, "/api/pair") => pair(req, &shared).await,
+        (_, path) if path.starts_with(crate::agent::PREFIX) => {
+            crate::agent::route(req, &shared, ends).await
+        }
         (&Method::GET | &Method::HEAD, "/") => {
             let mut r = text(StatusCode::FOUND, "");
             r.headers_mut()
@@ -65,7 +78,7 @@ pub(crate) fn text(status: StatusCode, body: &str) -> Response<Body> {
     r
 }
 
-fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, body: serde_json::Value) -> Response<Body> {
     let mut r = Response::new(Body::from(body.to_string()));
     *r.status_mut() = status;
     r.headers_mut().insert(

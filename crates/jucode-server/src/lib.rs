@@ -1,11 +1,13 @@
 //! The daemon's front end: one TCP port that answers plain HTTP (the remote page, pairing) and
-//! WebSocket clients of the daemon protocol.
+//! WebSocket clients of the daemon protocol, plus the loopback-only endpoint the agent tools'
+//! MCP server calls (`agent`).
 //!
 //! Only this crate knows HTTP and WebSocket framing: it authenticates a connection, hands each
 //! text frame to [`jucode_hub::Hub::handle`] and writes what the hub queues back. Start at
 //! [`Server::bind`] and [`Server::serve`]; [`http`] has the plain-HTTP routes and [`ws`] the
 //! WebSocket loop.
 
+mod agent;
 pub mod http;
 pub mod ws;
 
@@ -65,9 +67,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Opens the hub (state directory, logs) and binds the port.
+    /// Binds the port and opens the hub (state directory, logs). The port comes first: the
+    /// hub hands agent sessions' MCP servers the URL it listens on.
     pub async fn bind(config: ServerConfig) -> Result<Server, ServerError> {
-        let hub = Hub::open(config.hub)?;
         let listener =
             TcpListener::bind(config.listen)
                 .await
@@ -75,6 +77,14 @@ impl Server {
                     addr: config.listen,
                     source,
                 })?;
+        let mut hub = config.hub;
+        if hub.agent_mcp.program.is_some()
+            && hub.agent_mcp.url.is_none()
+            && let Ok(addr) = listener.local_addr()
+        {
+            hub.agent_mcp.url = Some(agent::url_for(addr));
+        }
+        let hub = Hub::open(hub)?;
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -102,7 +112,7 @@ impl Server {
             tokio::select! {
                 _ = &mut shutdown => break,
                 accepted = self.listener.accept() => {
-                    let (stream, _) = match accepted {
+                    let (stream, peer) = match accepted {
                         Ok(pair) => pair,
                         Err(e) if is_transient(&e) => {
                             // Out of file descriptors and similar: back off instead of spinning.
@@ -120,7 +130,10 @@ impl Server {
                         if tokio::time::timeout(HEADER_TIMEOUT, stream.readable()).await.is_err() {
                             return;
                         }
-                        let service = service_fn(move |req| http::route(req, shared.clone()));
+                        let Ok(local) = stream.local_addr() else { return };
+                        let ends = http::Ends { peer, local };
+                        let service =
+                            service_fn(move |req| http::route(req, shared.clone(), ends));
                         let conn = http1::Builder::new()
                             .timer(TokioTimer::new())
                             .header_read_timeout(HEADER_TIMEOUT)
@@ -214,6 +227,11 @@ pub async fn run(
             relay_url: options.relay,
             engines,
             clock: jucode_clock::SystemClock::shared(),
+            // This binary's own `agent-mcp` subcommand; the URL is filled in once bound.
+            agent_mcp: jucode_hub::AgentMcp {
+                program: std::env::current_exe().ok(),
+                url: None,
+            },
         },
         write_timeout: ws::WRITE_TIMEOUT,
     })

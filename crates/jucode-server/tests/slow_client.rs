@@ -46,6 +46,7 @@ async fn daemon(write_timeout: Duration) -> Result<Daemon> {
             relay_url: None,
             engines,
             clock: jucode_clock::SystemClock::shared(),
+            agent_mcp: Default::default(),
         },
         write_timeout,
     })

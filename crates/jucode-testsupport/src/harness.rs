@@ -104,6 +104,7 @@ impl HarnessBuilder {
                 .map(|name| (name, factory.clone()))
                 .collect::<HashMap<_, _>>(),
             clock: clock.shared(),
+            agent_mcp: Default::default(),
         };
         let hub = Hub::open(config).context("open the hub")?;
         Ok(Harness {

@@ -12,12 +12,15 @@
 //!   with [`DaemonBuilder::relay`].
 //! - [`find_bin`] / [`build_bin`] find a built binary of the workspace wherever the target
 //!   directory is.
+//! - [`agent_endpoint::AgentEndpoint`] stands in for the daemon's agent tools endpoint, for
+//!   the real `agent-mcp` server under a real Claude Code or Codex.
 //! - [`harness`] runs a hub in-process on a manual clock, for time-driven tests that must not
 //!   wait; wire tests stay on the real binary.
 //!
 //! Binaries must be built before tests that run them: `cargo build -p jucode-testsupport
 //! -p jucode-daemon` (nextest and `cargo test` build a package's own binaries).
 
+pub mod agent_endpoint;
 pub mod bench_latency;
 mod bins;
 mod client;

@@ -76,9 +76,18 @@ impl Codex {
                 if !self.write(&json!({"method": "initialized"})).await {
                     return true;
                 }
+                // An agent's prompt, read now: its brief may have changed since last time.
+                let instructions = self
+                    .agent
+                    .as_ref()
+                    .map(|a| a.prompt())
+                    .filter(|p| !p.trim().is_empty());
                 match self.resume_thread.clone() {
                     Some(thread) => {
-                        let params = json!({"threadId": thread});
+                        let mut params = json!({"threadId": thread});
+                        if let Some(text) = instructions {
+                            params["developerInstructions"] = json!(text);
+                        }
                         self.request(Request::OpenThread, "thread/resume", params)
                             .await
                     }
@@ -90,6 +99,9 @@ impl Codex {
                         });
                         if let Some(model) = &self.model {
                             params["model"] = json!(model);
+                        }
+                        if let Some(text) = instructions {
+                            params["developerInstructions"] = json!(text);
                         }
                         self.request(Request::OpenThread, "thread/start", params)
                             .await

@@ -11,6 +11,7 @@
 //! change, including a session of an agent starting or ending a turn.
 
 pub(crate) mod brief;
+pub(crate) mod capability;
 mod ops;
 pub(crate) mod prompt;
 pub(crate) mod tools;

@@ -94,6 +94,7 @@ impl AgentHost for HubAgentHost {
     }
 
     fn mcp_server(&self) -> Option<McpLaunch> {
-        None
+        let hub = self.hub.upgrade()?;
+        super::capability::launch(&hub, &self.caller)
     }
 }

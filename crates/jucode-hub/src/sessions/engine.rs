@@ -37,14 +37,16 @@ impl Hub {
         }
         let seat = agent.and_then(|agent| self.agent_seat(inner, session, &agent, &mut options));
         let extra_dirs = inner.workspaces.dirs_for(&cwd);
-        let handle = factory.start(StartSpec {
-            session: session.to_string(),
-            cwd,
-            extra_dirs,
-            options,
-            resume,
-            agent: seat,
-        })?;
+        let handle = factory
+            .start(StartSpec {
+                session: session.to_string(),
+                cwd,
+                extra_dirs,
+                options,
+                resume,
+                agent: seat,
+            })
+            .inspect_err(|_| self.agent_caps.revoke_session(session))?;
         inner.sessions.next_generation += 1;
         let generation = inner.sessions.next_generation;
         let (done, _) = watch::channel(false);
@@ -118,6 +120,7 @@ impl Hub {
             return None;
         }
         let mut s = inner.sessions.map.remove(session)?;
+        self.agent_caps.renamed(session, &named);
         s.id = named.clone();
         inner.sessions.map.insert(named.clone(), s);
         Some(named)
@@ -229,6 +232,8 @@ impl Hub {
                 }
             }
             EngineOutput::Exited { error } => {
+                // The program that held this session's agent capability is gone.
+                self.agent_caps.revoke_session(session);
                 let running = s.running.take();
                 let created = s.created.take();
                 let of_agent = s.agent.is_some();

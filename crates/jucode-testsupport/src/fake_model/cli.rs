@@ -14,8 +14,9 @@
 //! - `SPAWN: <prompt>` (Responses, when Codex offers `spawn_agent`, alone or in a tool
 //!   namespace) → one `spawn_agent` call whose message is the prompt; the subagent's own
 //!   request then sees the prompt as its user text;
-//! - `CALL: <tool> <json input>` (Anthropic, when a tool of that name is offered, e.g. an MCP
-//!   server's `mcp__<server>__<tool>`) → one call of it with that input (`{}` when none);
+//! - `CALL: <tool> <json input>` (when a tool of that name is offered, e.g. an MCP server's
+//!   `mcp__<server>__<tool>`; for Responses a function tool, top level or in a namespace) →
+//!   one call of it with that input (`{}` when none);
 //! - `HANG: …` → the start of a text answer (`working on it`), then the stream stays open until
 //!   the client goes away or the server stops, so a test can interrupt a streaming turn;
 //! - Claude Code's `[SUGGESTION MODE: …]` request for the likely next prompt → [`SUGGESTION`];
@@ -180,6 +181,12 @@ enum Plan {
         name: String,
         input: Value,
     },
+    /// `CALL:` of an offered function tool (Responses only), in its namespace if any.
+    Function {
+        name: String,
+        namespace: Option<String>,
+        arguments: Value,
+    },
     /// Codex's `spawn_agent` (Responses only), in the namespace Codex offered it under.
     Spawn {
         prompt: String,
@@ -192,7 +199,9 @@ enum Plan {
 impl Plan {
     fn kind(&self) -> &'static str {
         match self {
-            Plan::Tool { .. } | Plan::Call { .. } | Plan::Spawn { .. } => "tool",
+            Plan::Tool { .. } | Plan::Call { .. } | Plan::Function { .. } | Plan::Spawn { .. } => {
+                "tool"
+            }
             Plan::Text(_) => "text",
             Plan::Hang => "hang",
         }
@@ -374,7 +383,12 @@ fn anthropic_message(shared: &Shared, body: &Value, plan: &Plan) -> Value {
                    "input": {"command": command, "description": format!("Run {command}")}}),
             "tool_use",
         ),
-        Plan::Call { name, input } => (
+        Plan::Call { name, input }
+        | Plan::Function {
+            name,
+            arguments: input,
+            ..
+        } => (
             json!({"type": "tool_use", "id": shared.id("toolu"), "name": name, "input": input}),
             "tool_use",
         ),
@@ -543,10 +557,47 @@ fn responses_plan(body: &Value) -> (Plan, Option<String>) {
     {
         return (Plan::Spawn { prompt, namespace }, tool);
     }
+    if tool_output.is_none()
+        && let Some(call) = command_after(&user_text, "CALL:")
+    {
+        let (name, input) = call.split_once(' ').unwrap_or((call.as_str(), "{}"));
+        if let Some((name, namespace)) = function_tool(&body["tools"], name)
+            && let Ok(arguments) = serde_json::from_str::<Value>(input.trim())
+        {
+            let plan = Plan::Function {
+                name,
+                namespace,
+                arguments,
+            };
+            return (plan, tool);
+        }
+    }
     (
         decide(&user_text, tool_output.as_deref(), tool.is_some()),
         tool,
     )
+}
+
+/// The function tool `wanted` as offered: its own name and namespace. A namespaced tool is
+/// also found by its namespace and name joined (`mcp__jucode__` + `report`).
+fn function_tool(tools: &Value, wanted: &str) -> Option<(String, Option<String>)> {
+    let name_of = |t: &Value| {
+        t["name"]
+            .as_str()
+            .or_else(|| t["function"]["name"].as_str())
+            .map(str::to_string)
+    };
+    blocks(tools).iter().find_map(|t| {
+        if t["type"] == "function" {
+            return name_of(t).filter(|n| n == wanted).map(|n| (n, None));
+        }
+        let ns = t["name"].as_str().filter(|_| t["type"] == "namespace")?;
+        blocks(&t["tools"]).iter().find_map(|inner| {
+            let n = name_of(inner)?;
+            (n == wanted || format!("{ns}{n}") == wanted || format!("{ns}__{n}") == wanted)
+                .then(|| (n, Some(ns.to_string())))
+        })
+    })
 }
 
 /// Where Codex offers `spawn_agent`: `Some(None)` at the top level, `Some(Some(ns))` inside
@@ -603,8 +654,24 @@ fn responses_events(
     push(json!({"type": "response.created", "response": base}));
     push(json!({"type": "response.in_progress", "response": base}));
     let item = match (plan, tool) {
-        (Plan::Tool { .. }, Some(_)) | (Plan::Spawn { .. }, _) => {
+        (Plan::Tool { .. }, Some(_)) | (Plan::Spawn { .. } | Plan::Function { .. }, _) => {
             let item = match (plan, tool) {
+                (
+                    Plan::Function {
+                        name,
+                        namespace,
+                        arguments,
+                    },
+                    _,
+                ) => {
+                    let mut item = json!({"type": "function_call", "id": shared.id("fc"),
+                        "call_id": shared.id("call"), "name": name,
+                        "arguments": arguments.to_string(), "status": "completed"});
+                    if let Some(namespace) = namespace {
+                        item["namespace"] = json!(namespace);
+                    }
+                    item
+                }
                 (Plan::Spawn { prompt, namespace }, _) => {
                     let mut item = json!({"type": "function_call", "id": shared.id("fc"),
                         "call_id": shared.id("call"), "name": "spawn_agent",
@@ -844,5 +911,31 @@ mod tests {
         let hang = responses_events(&shared, &json!({}), &Plan::Hang, Some("exec_command"));
         assert!(hang.iter().all(|(name, _)| name != "response.completed"));
         assert_eq!(halves("hello"), vec!["he", "llo"]);
+    }
+
+    #[test]
+    fn a_responses_call_finds_a_function_at_the_top_or_in_a_namespace() {
+        let body = |tools: Value| {
+            json!({"input": [{"type": "message", "role": "user",
+                              "content": r#"CALL: mcp__jucode__report {"title":"t"}"#}],
+                   "tools": tools})
+        };
+        let top = json!([{"type": "function", "name": "mcp__jucode__report"}]);
+        let (plan, _) = responses_plan(&body(top));
+        assert!(
+            matches!(&plan, Plan::Function { name, namespace: None, arguments }
+                if name == "mcp__jucode__report" && arguments["title"] == "t"),
+            "{plan:?}"
+        );
+        let nested = json!([{"type": "namespace", "name": "mcp__jucode__",
+                             "tools": [{"type": "function", "name": "report"}]}]);
+        let (plan, _) = responses_plan(&body(nested));
+        assert!(
+            matches!(&plan, Plan::Function { name, namespace: Some(ns), .. }
+                if name == "report" && ns == "mcp__jucode__"),
+            "{plan:?}"
+        );
+        let (plan, _) = responses_plan(&body(json!([])));
+        assert!(matches!(plan, Plan::Text(_)), "{plan:?}");
     }
 }
