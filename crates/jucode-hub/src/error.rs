@@ -9,6 +9,7 @@ use jucode_protocol::daemon::OpParseError;
 use crate::actions::ActionError;
 use crate::devices::DeviceError;
 use crate::mcp::McpError;
+use crate::messages::MessageError;
 use crate::paths::PathError;
 use crate::sessions::SessionError;
 use crate::workspaces::WorkspaceError;
@@ -37,6 +38,8 @@ pub(crate) enum OpError {
     Mcp(#[from] McpError),
     #[error(transparent)]
     Paths(#[from] PathError),
+    #[error(transparent)]
+    Messages(#[from] MessageError),
 }
 
 /// A file the hub could not read or write, named.

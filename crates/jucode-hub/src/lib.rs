@@ -24,11 +24,11 @@ mod cx;
 mod devices;
 mod error;
 mod mcp;
-#[allow(dead_code)]
 mod messages;
 mod paths;
 mod router;
 mod sessions;
+mod tasks;
 mod util;
 mod workspaces;
 
@@ -89,6 +89,7 @@ pub struct Hub {
     config: HubConfig,
     token: String,
     inner: Mutex<Inner>,
+    background: tasks::Background,
 }
 
 struct Inner {
@@ -100,6 +101,7 @@ struct Inner {
     workspaces: workspaces::Workspaces,
     #[allow(dead_code)]
     agents: agents::Agents,
+    messages: messages::Messages,
     settings: Settings,
 }
 
@@ -115,9 +117,11 @@ impl Hub {
         let settings: Settings =
             jucode_store::read_json(&store.path("settings.json"))?.unwrap_or_default();
         let agents = agents::Agents::open(&config.home)?;
+        let messages = messages::Messages::open(&store)?;
         Ok(Arc::new(Hub {
             config,
             token,
+            background: tasks::Background::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),
@@ -126,6 +130,7 @@ impl Hub {
                 devices,
                 workspaces,
                 agents,
+                messages,
                 settings,
             }),
         }))

@@ -8,7 +8,7 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 
 use crate::cx::OpCx;
 use crate::error::OpError;
-use crate::{ClientId, Hub, actions, devices, mcp, sessions, to_value, workspaces};
+use crate::{ClientId, Hub, actions, devices, mcp, messages, sessions, to_value, workspaces};
 
 impl Hub {
     /// Handles one text frame from `client`. Replies and broadcasts are queued on the clients'
@@ -70,5 +70,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Devices(op) => devices::handle(cx, op),
         DaemonOp::Push(op) => devices::push::handle(cx, op).await,
         DaemonOp::Mcp(op) => mcp::handle(cx, op),
+        DaemonOp::Messages(op) => messages::handle(cx, op),
     }
 }

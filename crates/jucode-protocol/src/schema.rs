@@ -16,7 +16,8 @@ use serde_json::{Map, Value, json};
 use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
-    ActionsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, PushOp, SessionsOp, WorkspacesOp,
+    ActionsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, MessagesOp, PushOp, SessionsOp,
+    WorkspacesOp,
 };
 use crate::serve;
 
@@ -68,6 +69,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<DevicesOp>(&mut generator, "op"));
     daemon.extend(variants::<PushOp>(&mut generator, "op"));
     daemon.extend(variants::<McpOp>(&mut generator, "op"));
+    daemon.extend(variants::<MessagesOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

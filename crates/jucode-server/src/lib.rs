@@ -75,6 +75,8 @@ impl Server {
                     addr: config.listen,
                     source,
                 })?;
+        // Message retries and the items' due work run from here on.
+        hub.start_background();
         Ok(Server {
             listener,
             shared: Arc::new(Shared {

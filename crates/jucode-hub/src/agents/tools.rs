@@ -33,7 +33,7 @@ pub(crate) enum ToolError {
 
 /// Every agent tool, as a model sees it.
 pub(crate) fn defs() -> Vec<ToolDef> {
-    Vec::new()
+    vec![crate::messages::tool::def()]
 }
 
 /// Runs tool `name` for `caller`.
@@ -43,8 +43,10 @@ pub(crate) async fn call(
     name: &str,
     args: Value,
 ) -> Result<Value, ToolError> {
-    let _ = (hub, caller, args);
-    Err(ToolError::Unknown(name.to_string()))
+    match name {
+        crate::messages::tool::NAME => crate::messages::tool::call(hub, caller, args),
+        _ => Err(ToolError::Unknown(name.to_string())),
+    }
 }
 
 /// The hub's [`AgentHost`] for one agent session. Holds the hub weakly: an engine outliving

@@ -2,16 +2,34 @@
 //! then routed to a session and delivered as a user message.
 //!
 //! Other areas send through [`Hub::enqueue_message`] with a [`NewMessage`]: a fired timer, an
-//! answered question, a scheduled task, another agent.
+//! answered question, a scheduled task, another agent. This module keeps the log and its fold
+//! (what is still pending, which session got what, the dedupe keys seen); [`route`] decides
+//! where a message goes, [`deliver`] hands it over within the run limits, and [`tool`] is the
+//! `message_agent` tool.
 
+mod deliver;
+pub(crate) mod route;
+pub(crate) mod tool;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use jucode_protocol::daemon::{DaemonEvent, MessagesOp};
+use jucode_store::{JsonlLog, StateDir, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::cx::OpCx;
 use crate::error::OpError;
-use crate::{Hub, Inner};
+use crate::util::new_id;
+use crate::{Hub, HubError, Inner};
+
+pub(crate) use deliver::RunState;
 
 /// Where a message comes from; `as_wire` is the `from` of its record and of
 /// `message_delivered`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Timers, schedules and questions are the items area's senders.
+#[allow(dead_code)]
 pub(crate) enum Origin {
     User,
     Agent(String),
@@ -58,15 +76,265 @@ pub(crate) struct Accepted {
     pub(crate) duplicate: bool,
 }
 
+/// Why a message was not taken; the texts are the protocol's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MessageError {
+    #[error("unknown agent {0}")]
+    UnknownAgent(String),
+    #[error("a message needs a body")]
+    EmptyBody,
+    #[error("could not save the message: {0}")]
+    Save(StoreError),
+}
+
+/// One line of `messages.jsonl` (notes §9, plus `new_session` and `from_session`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(super) enum Record {
+    Message {
+        id: String,
+        to: String,
+        from: String,
+        body: String,
+        #[serde(default)]
+        session: Option<String>,
+        #[serde(default)]
+        reply_to: Option<String>,
+        #[serde(default)]
+        dedupe_key: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        new_session: bool,
+        /// The session an agent sent it from (for routing replies back to it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_session: Option<String>,
+        at: u64,
+    },
+    Delivered {
+        id: String,
+        session: String,
+        at: u64,
+    },
+    Undeliverable {
+        id: String,
+        reason: String,
+        at: u64,
+    },
+    /// A kind a newer daemon wrote: skipped.
+    #[serde(other)]
+    Other,
+}
+
+/// A recorded message not delivered yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Pending {
+    pub(super) id: String,
+    pub(super) to: String,
+    pub(super) from: String,
+    pub(super) body: String,
+    pub(super) session: Option<String>,
+    pub(super) reply_to: Option<String>,
+    pub(super) new_session: bool,
+}
+
+/// Every message's id: where it went and where it came from (for `reply_to`).
+#[derive(Debug, Clone, Default)]
+struct Known {
+    delivered_to: Option<String>,
+    sent_from: Option<String>,
+}
+
+/// The fold of `messages.jsonl`, plus which sessions have a delivery whose turn has not
+/// begun ([`RunState`]).
+pub(crate) struct Messages {
+    log: JsonlLog,
+    /// In record order.
+    pending: Vec<Pending>,
+    known: HashMap<String, Known>,
+    dedupe: HashMap<String, String>,
+    pub(crate) runs: RunState,
+}
+
+impl Messages {
+    pub(crate) fn open(store: &StateDir) -> Result<Messages, HubError> {
+        let (log, records) = store.open_log::<Record>("messages.jsonl")?;
+        let mut messages = Messages {
+            log,
+            pending: Vec::new(),
+            known: HashMap::new(),
+            dedupe: HashMap::new(),
+            runs: RunState::default(),
+        };
+        for record in records {
+            messages.apply(record);
+        }
+        Ok(messages)
+    }
+
+    /// Applies one record (read at start, or just written).
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::Message {
+                id,
+                to,
+                from,
+                body,
+                session,
+                reply_to,
+                dedupe_key,
+                new_session,
+                from_session,
+                ..
+            } => {
+                if let Some(key) = dedupe_key {
+                    self.dedupe.insert(key, id.clone());
+                }
+                self.known.insert(
+                    id.clone(),
+                    Known {
+                        delivered_to: None,
+                        sent_from: from_session,
+                    },
+                );
+                self.pending.push(Pending {
+                    id,
+                    to,
+                    from,
+                    body,
+                    session,
+                    reply_to,
+                    new_session,
+                });
+            }
+            Record::Delivered { id, session, .. } => {
+                self.pending.retain(|p| p.id != id);
+                self.known.entry(id).or_default().delivered_to = Some(session);
+            }
+            Record::Undeliverable { id, .. } => self.pending.retain(|p| p.id != id),
+            Record::Other => {}
+        }
+    }
+
+    /// Writes `records` with one fsync and applies them.
+    fn append(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        self.log.append_all(&records)?;
+        for record in records {
+            self.apply(record);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The message `reply_to` names, as routing reads it.
+    fn earlier(&self, id: &str) -> Option<route::Earlier> {
+        self.known.get(id).map(|k| route::Earlier {
+            delivered_to: k.delivered_to.clone(),
+            sent_from: k.sent_from.clone(),
+        })
+    }
+}
+
 impl Hub {
     /// Records `msg` (fsynced) and tries to deliver it at once; what cannot be delivered now
     /// is retried every second. Called with the hub's lock held.
+    // The items area's senders call it (a fired timer, an answered or overdue question).
+    #[allow(dead_code)]
     pub(crate) fn enqueue_message(
         self: &Arc<Self>,
         inner: &mut Inner,
         msg: NewMessage,
     ) -> Result<Accepted, OpError> {
-        let _ = (inner, msg);
-        Err(OpError::NotBuilt("message delivery".into()))
+        let accepted = self.record_message(inner, msg, None)?;
+        if !accepted.duplicate {
+            self.deliver_pending(inner);
+        }
+        Ok(accepted)
     }
+
+    /// Checks and records a message without delivering it. `from_session` is the session
+    /// an agent sent it from. A message whose dedupe key was seen is not recorded again.
+    pub(super) fn record_message(
+        &self,
+        inner: &mut Inner,
+        msg: NewMessage,
+        from_session: Option<String>,
+    ) -> Result<Accepted, MessageError> {
+        if !inner.agents.map.contains_key(&msg.to) {
+            return Err(MessageError::UnknownAgent(msg.to));
+        }
+        if msg.body.trim().is_empty() {
+            return Err(MessageError::EmptyBody);
+        }
+        if let Some(id) = msg
+            .dedupe_key
+            .as_ref()
+            .and_then(|key| inner.messages.dedupe.get(key))
+        {
+            return Ok(Accepted {
+                id: id.clone(),
+                duplicate: true,
+            });
+        }
+        let at = self.config.clock.now_ms();
+        let id = new_id("m", at);
+        let record = Record::Message {
+            id: id.clone(),
+            to: msg.to,
+            from: msg.from.as_wire(),
+            body: msg.body,
+            session: msg.session,
+            reply_to: msg.reply_to,
+            dedupe_key: msg.dedupe_key,
+            new_session: msg.new_session,
+            from_session,
+            at,
+        };
+        inner
+            .messages
+            .append(vec![record])
+            .map_err(MessageError::Save)?;
+        Ok(Accepted {
+            id,
+            duplicate: false,
+        })
+    }
+}
+
+/// Answers `message_send`: the reply first, then the delivery (and its broadcast).
+pub(crate) fn handle(cx: &OpCx<'_>, op: MessagesOp) -> Result<(), OpError> {
+    match op {
+        MessagesOp::MessageSend {
+            agent,
+            body,
+            session,
+            reply_to,
+            dedupe_key,
+            new_session,
+        } => {
+            let msg = NewMessage {
+                to: agent,
+                from: Origin::User,
+                body,
+                session,
+                reply_to,
+                dedupe_key,
+                new_session,
+            };
+            let mut inner = cx.hub.lock();
+            let accepted = cx.hub.record_message(&mut inner, msg, None)?;
+            cx.reply_locked(
+                &mut inner,
+                DaemonEvent::MessageAccepted {
+                    message: accepted.id,
+                    duplicate: accepted.duplicate,
+                },
+            );
+            if !accepted.duplicate {
+                cx.hub.deliver_pending(&mut inner);
+            }
+        }
+    }
+    Ok(())
 }

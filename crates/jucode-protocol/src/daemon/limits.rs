@@ -18,6 +18,10 @@ pub const PATH_BYTES: usize = 4096;
 pub const GROUP_BYTES: usize = 1024;
 /// Engine `options` (`session_create`, `session_open`), as JSON.
 pub const OPTIONS_BYTES: usize = 64 * 1024;
+/// A message to an agent (`message_send`, the `message_agent` tool), in bytes of UTF-8.
+pub const MESSAGE_BODY_BYTES: usize = 256 * 1024;
+/// An id or key a client names in a message (`agent`, `session`, `reply_to`, `dedupe_key`).
+pub const ID_CHARS: usize = 200;
 /// One MCP server entry (`mcp_set`), as JSON.
 pub const MCP_SERVER_BYTES: usize = 64 * 1024;
 

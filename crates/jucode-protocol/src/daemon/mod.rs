@@ -1,7 +1,8 @@
 //! Frames between daemon clients (desktop, phone, web page) and the daemon.
 //!
 //! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
-//! module ([`sessions`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`]).
+//! module ([`sessions`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
+//! [`messages`]).
 //! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
 //! the daemon itself sends.
 
@@ -10,6 +11,7 @@ pub mod basics;
 pub mod devices;
 pub mod limits;
 pub mod mcp;
+pub mod messages;
 pub mod ops;
 pub mod push;
 pub mod sessions;
@@ -24,6 +26,7 @@ pub use actions::ActionsOp;
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
 pub use mcp::McpOp;
+pub use messages::MessagesOp;
 pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
 pub use push::{PushOp, PushResult};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
@@ -139,6 +142,7 @@ pub enum DaemonOp {
     Devices(DevicesOp),
     Push(PushOp),
     Mcp(McpOp),
+    Messages(MessagesOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -171,6 +175,7 @@ impl DaemonOp {
             Area::Devices => read(fields).map(DaemonOp::Devices),
             Area::Push => read(fields).map(DaemonOp::Push),
             Area::Mcp => read(fields).map(DaemonOp::Mcp),
+            Area::Messages => read(fields).map(DaemonOp::Messages),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -186,6 +191,7 @@ impl DaemonOp {
             DaemonOp::Actions(op) => op.check_limits(),
             DaemonOp::Workspaces(op) => op.check_limits(),
             DaemonOp::Mcp(op) => op.check_limits(),
+            DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Basics(_) | DaemonOp::Devices(_) | DaemonOp::Push(_) => Ok(()),
         }
     }
@@ -282,6 +288,19 @@ pub enum DaemonEvent {
     PushUnsubscribed,
     PushTested {
         results: Vec<PushResult>,
+    },
+    /// `message_send`: the message's id, and whether an earlier one had its dedupe key (then
+    /// nothing new was recorded or sent).
+    MessageAccepted {
+        message: String,
+        duplicate: bool,
+    },
+    /// A message went to a session (to every client, once its delivery is recorded).
+    MessageDelivered {
+        id: String,
+        agent: String,
+        from: String,
+        session: String,
     },
 }
 

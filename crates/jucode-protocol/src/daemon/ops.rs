@@ -152,7 +152,7 @@ pub static OPS: &[OpSpec] = &[
     op("agent_update", Agents, false),
     op("agent_delete", Agents, false),
     op("agent_memory_read", Agents, false),
-    op("message_send", Messages, false),
+    op("message_send", Messages, true),
     op("timer_list", Timers, false),
     op("timer_cancel", Timers, false),
     op("schedule_list", Schedules, false),
