@@ -151,6 +151,7 @@ const ACTIONS: &[(&str, &[&str])] = &[
     ("sleep", &[]),
     ("ignore", &[]),
     ("mkdir", &[]),
+    ("write", &["json"]),
     ("let", &[]),
 ];
 
@@ -454,6 +455,16 @@ impl Runner {
             let dir = self.field(step, "mkdir", false)?.unwrap_or_default();
             let dir = dir.as_str().ok_or("mkdir takes a path")?;
             std::fs::create_dir_all(dir).map_err(|e| format!("mkdir {dir}: {e}"))
+        } else if v.contains_key("write") {
+            // A file the daemon reads at start (an agent's agent.json): JSON text, parents made.
+            let path = self.field(step, "write", false)?.unwrap_or_default();
+            let path = path.as_str().ok_or("write takes a path")?.to_string();
+            let json = self.field(step, "json", false)?.ok_or("write needs json")?;
+            if let Some(dir) = std::path::Path::new(&path).parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("mkdir {}: {e}", dir.display()))?;
+            }
+            std::fs::write(&path, json.to_string()).map_err(|e| format!("write {path}: {e}"))
         } else if v.contains_key("let") {
             let Some(Value::Object(map)) = self.field(step, "let", false)? else {
                 return Err("let takes an object of variables".into());
