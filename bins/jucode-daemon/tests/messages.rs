@@ -334,7 +334,11 @@ async fn kill_loop(rounds: usize) -> Result<()> {
 }
 
 fn agent_for(body: &str) -> &'static str {
-    if body.len() % 2 == 0 { "a" } else { "b" }
+    if body.len().is_multiple_of(2) {
+        "a"
+    } else {
+        "b"
+    }
 }
 
 fn count_start(seen: &mut Seen, frame: &Value) {
