@@ -3,6 +3,7 @@
 
 mod coldstart;
 mod fanout;
+mod messages;
 mod paths;
 
 use std::time::Duration;
@@ -28,6 +29,8 @@ struct Sizes {
     lines: usize,
     /// The engine, relay and Cotal benches.
     paths: paths::PathSizes,
+    /// Samples of each path of the message bench.
+    messages: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -40,6 +43,7 @@ const FULL: Sizes = Sizes {
         relay_frames: 400,
         journal_samples: 300,
     },
+    messages: 300,
 };
 
 const QUICK: Sizes = Sizes {
@@ -52,6 +56,7 @@ const QUICK: Sizes = Sizes {
         relay_frames: 50,
         journal_samples: 30,
     },
+    messages: 30,
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -171,6 +176,30 @@ async fn run_all(options: Options) -> Result<bool> {
         millis(cold.reference),
         cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
     );
+    let m = messages::run(&bins, sizes.messages)
+        .await
+        .context("message_send → message_delivered bench")?;
+    println!();
+    println!(
+        "message_send → message_delivered ({} samples, the agent's session idle); reference: user_message → its echo in the same session",
+        m.samples
+    );
+    println!(
+        "{:>6}  {:>12}  {:>12}  {:>10}",
+        "", "message", "echo", "added"
+    );
+    for (name, d, r) in [
+        ("p50", m.message.0, m.echo.0),
+        ("p99", m.message.1, m.echo.1),
+    ] {
+        let added = d.as_secs_f64() - r.as_secs_f64();
+        println!(
+            "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
+            millis(d),
+            millis(r),
+            added * 1000.0
+        );
+    }
     paths::run(&sizes.paths).await?;
     if !ok {
         println!("bench: some clients did not receive every frame (see notes)");
