@@ -83,7 +83,10 @@ async fn measure(url: &str, samples: usize) -> Result<Report> {
         let start = now();
         send(&mut ws, op).await?;
         let reply = until(&mut ws, |f| f["id"] == i).await?;
-        let id = reply["message"].as_str().context("no message id")?.to_string();
+        let id = reply["message"]
+            .as_str()
+            .context("no message id")?
+            .to_string();
         until(&mut ws, |f| {
             f["type"] == "message_delivered" && f["id"] == id.as_str()
         })

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use jucode_protocol::Object;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
+use jucode_store::StoreError;
 use serde_json::Value;
 
 use super::route::{self, Route, Wanted};
@@ -139,8 +140,33 @@ impl Hub {
     /// undeliverable when it cannot be delivered at all. The pass's records are written with
     /// one fsync before any message is handed to an engine or announced.
     pub(crate) fn deliver_pending(self: &Arc<Self>, inner: &mut Inner) {
-        if !inner.messages.has_pending() || !inner.sessions.accepting() {
-            return;
+        if let Err(e) = self.pass(inner, None) {
+            // Nothing was handed over; the next pass tries again (or the log stays poisoned
+            // and says so each time).
+            tracing::error!("messages: {e}");
+        }
+    }
+
+    /// A pass that first records a new message: `staged` is its record, already applied in
+    /// memory (so the pass routes it), written in the same write and fsync as the pass's own
+    /// records; `acknowledge` runs once that write is durable and before anything is sent.
+    /// On a failed write nothing is sent and the caller takes the message back out.
+    pub(super) fn pass_recording(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        staged: Record,
+        acknowledge: &mut dyn FnMut(&mut Inner),
+    ) -> Result<(), StoreError> {
+        self.pass(inner, Some((staged, acknowledge)))
+    }
+
+    fn pass(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        staged: Option<(Record, &mut dyn FnMut(&mut Inner))>,
+    ) -> Result<(), StoreError> {
+        if staged.is_none() && (!inner.messages.has_pending() || !inner.sessions.accepting()) {
+            return Ok(());
         }
         let mut order: Vec<Pending> = inner.messages.pending.clone();
         // Stable: record order within each group.
@@ -149,6 +175,10 @@ impl Hub {
         let mut records = Vec::new();
         let mut sends = Vec::new();
         let at = self.config.clock.now_ms();
+        // While shutting down nothing new starts; a staged message is still recorded.
+        if !inner.sessions.accepting() {
+            order.clear();
+        }
         for msg in order {
             let undeliverable = |reason: String| Record::Undeliverable {
                 id: msg.id.clone(),
@@ -228,14 +258,13 @@ impl Hub {
                 session,
             });
         }
-        if records.is_empty() {
-            return;
-        }
-        if let Err(e) = inner.messages.append(records) {
-            // Nothing was handed over; the next pass tries again (or the log stays poisoned
-            // and says so each time).
-            tracing::error!("messages: {e}");
-            return;
+        match staged {
+            Some((message, acknowledge)) => {
+                inner.messages.append_after_staged(message, records)?;
+                acknowledge(inner);
+            }
+            None if records.is_empty() => return Ok(()),
+            None => inner.messages.append(records)?,
         }
         for send in sends {
             inner
@@ -256,6 +285,7 @@ impl Hub {
             ));
             inner.broadcast(&frame);
         }
+        Ok(())
     }
 }
 

@@ -223,6 +223,40 @@ impl Messages {
         Ok(())
     }
 
+    /// Applies a new message's record in memory before it is written (see
+    /// [`Hub::pass_recording`]).
+    fn stage(&mut self, record: &Record) {
+        self.apply(record.clone());
+    }
+
+    /// Takes a staged message back out after its write failed.
+    fn unstage(&mut self, record: &Record) {
+        if let Record::Message { id, dedupe_key, .. } = record {
+            self.pending.retain(|p| p.id != *id);
+            self.known.remove(id);
+            if let Some(key) = dedupe_key {
+                self.dedupe.remove(key);
+            }
+        }
+    }
+
+    /// Writes a staged message's record and then `records` with one fsync, applying only
+    /// `records` (the message is applied already).
+    fn append_after_staged(
+        &mut self,
+        message: Record,
+        records: Vec<Record>,
+    ) -> Result<(), StoreError> {
+        let mut all = Vec::with_capacity(records.len() + 1);
+        all.push(message);
+        all.extend(records.iter().cloned());
+        self.log.append_all(&all)?;
+        for record in records {
+            self.apply(record);
+        }
+        Ok(())
+    }
+
     pub(crate) fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
@@ -246,20 +280,19 @@ impl Hub {
         inner: &mut Inner,
         msg: NewMessage,
     ) -> Result<Accepted, OpError> {
-        let accepted = self.record_message(inner, msg, None)?;
-        if !accepted.duplicate {
-            self.deliver_pending(inner);
-        }
-        Ok(accepted)
+        Ok(self.accept_message(inner, msg, None, &mut |_, _| {})?)
     }
 
-    /// Checks and records a message without delivering it. `from_session` is the session
-    /// an agent sent it from. A message whose dedupe key was seen is not recorded again.
-    pub(super) fn record_message(
-        &self,
+    /// Checks `msg`, records it and delivers what can go now, the message's record and the
+    /// deliveries in one write. `acknowledge` runs once the message is durable, before any
+    /// delivery is sent or announced (a duplicate is acknowledged at once: nothing is
+    /// written). `from_session` is the session an agent sent it from.
+    pub(super) fn accept_message(
+        self: &Arc<Self>,
         inner: &mut Inner,
         msg: NewMessage,
         from_session: Option<String>,
+        acknowledge: &mut dyn FnMut(&mut Inner, &Accepted),
     ) -> Result<Accepted, MessageError> {
         if !inner.agents.map.contains_key(&msg.to) {
             return Err(MessageError::UnknownAgent(msg.to));
@@ -272,10 +305,12 @@ impl Hub {
             .as_ref()
             .and_then(|key| inner.messages.dedupe.get(key))
         {
-            return Ok(Accepted {
+            let accepted = Accepted {
                 id: id.clone(),
                 duplicate: true,
-            });
+            };
+            acknowledge(inner, &accepted);
+            return Ok(accepted);
         }
         let at = self.config.clock.now_ms();
         let id = new_id("m", at);
@@ -291,14 +326,19 @@ impl Hub {
             from_session,
             at,
         };
-        inner
-            .messages
-            .append(vec![record])
-            .map_err(MessageError::Save)?;
-        Ok(Accepted {
+        let accepted = Accepted {
             id,
             duplicate: false,
-        })
+        };
+        inner.messages.stage(&record);
+        let staged = record.clone();
+        if let Err(e) =
+            self.pass_recording(inner, record, &mut |inner| acknowledge(inner, &accepted))
+        {
+            inner.messages.unstage(&staged);
+            return Err(MessageError::Save(e));
+        }
+        Ok(accepted)
     }
 }
 
@@ -323,17 +363,16 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: MessagesOp) -> Result<(), OpError> {
                 new_session,
             };
             let mut inner = cx.hub.lock();
-            let accepted = cx.hub.record_message(&mut inner, msg, None)?;
-            cx.reply_locked(
-                &mut inner,
-                DaemonEvent::MessageAccepted {
-                    message: accepted.id,
-                    duplicate: accepted.duplicate,
-                },
-            );
-            if !accepted.duplicate {
-                cx.hub.deliver_pending(&mut inner);
-            }
+            cx.hub
+                .accept_message(&mut inner, msg, None, &mut |inner, accepted| {
+                    cx.reply_locked(
+                        inner,
+                        DaemonEvent::MessageAccepted {
+                            message: accepted.id.clone(),
+                            duplicate: accepted.duplicate,
+                        },
+                    )
+                })?;
         }
     }
     Ok(())

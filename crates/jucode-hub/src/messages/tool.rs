@@ -91,8 +91,12 @@ pub(crate) fn call(hub: &Arc<Hub>, caller: &Caller, args: Value) -> Result<Value
         new_session: false,
     };
     let accepted = hub
-        .record_message(&mut inner, msg, Some(caller.session.clone()))
+        .accept_message(
+            &mut inner,
+            msg,
+            Some(caller.session.clone()),
+            &mut |_, _| {},
+        )
         .map_err(|e| ToolError::Invalid(format!("{NAME}: {e}")))?;
-    hub.deliver_pending(&mut inner);
     Ok(json!({"message": accepted.id}))
 }
