@@ -108,6 +108,9 @@ impl Runs {
     }
 }
 
+/// A new message's record written with a pass, and what runs once it is durable.
+type Staged<'a> = (Record, &'a mut dyn FnMut(&mut Inner));
+
 /// A delivery decided in a pass, sent once its record is durable.
 struct Send {
     id: String,
@@ -163,7 +166,7 @@ impl Hub {
     fn pass(
         self: &Arc<Self>,
         inner: &mut Inner,
-        staged: Option<(Record, &mut dyn FnMut(&mut Inner))>,
+        staged: Option<Staged<'_>>,
     ) -> Result<(), StoreError> {
         if staged.is_none() && (!inner.messages.has_pending() || !inner.sessions.accepting()) {
             return Ok(());
