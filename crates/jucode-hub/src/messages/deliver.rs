@@ -171,28 +171,33 @@ impl Hub {
         if staged.is_none() && (!inner.messages.has_pending() || !inner.sessions.accepting()) {
             return Ok(());
         }
-        let mut order: Vec<Pending> = inner.messages.pending.clone();
-        // Stable: record order within each group.
-        order.sort_by_key(|p| p.from != "user");
-        let mut runs = Runs::count(inner);
-        let mut records = Vec::new();
-        let mut sends = Vec::new();
-        let at = self.config.clock.now_ms();
+        // The user's first, record order within each group (the sort is stable). Indexes:
+        // the pending list does not change until the pass writes.
+        let mut order: Vec<usize> = (0..inner.messages.pending.len()).collect();
+        order.sort_by_key(|&i| inner.messages.pending[i].from != "user");
         // While shutting down nothing new starts; a staged message is still recorded.
         if !inner.sessions.accepting() {
             order.clear();
         }
-        for msg in order {
+        let mut runs = Runs::count(inner);
+        let mut facts = inner.sessions.route_facts();
+        let mut records = Vec::new();
+        let mut sends = Vec::new();
+        let at = self.config.clock.now_ms();
+        for i in order {
+            let waiting = &inner.messages.pending[i];
+            let enabled = inner.agents.get(&waiting.to).map(|a| a.config.enabled);
+            if enabled == Some(false) {
+                continue;
+            }
+            let msg: Pending = waiting.clone();
             let undeliverable = |reason: String| Record::Undeliverable {
                 id: msg.id.clone(),
                 reason,
                 at,
             };
-            let Some(agent) = inner.agents.get(&msg.to) else {
+            if enabled.is_none() {
                 records.push(undeliverable(format!("agent {} was deleted", msg.to)));
-                continue;
-            };
-            if !agent.config.enabled {
                 continue;
             }
             let earlier = msg
@@ -206,7 +211,6 @@ impl Hub {
                 new_session: msg.new_session,
                 reply_to: earlier.as_ref(),
             };
-            let facts = inner.sessions.route_facts();
             let session = match route::route(&wanted, &facts) {
                 Route::Undeliverable(reason) => {
                     records.push(undeliverable(reason));
@@ -237,7 +241,11 @@ impl Hub {
                         continue;
                     }
                     match self.start_agent_session(inner, &msg.to, None, Object::new()) {
-                        Ok(session) => session,
+                        Ok(session) => {
+                            // Later messages of this pass may route to it.
+                            facts = inner.sessions.route_facts();
+                            session
+                        }
                         Err(e) => {
                             records.push(undeliverable(format!(
                                 "no session could be started for it: {e}"
