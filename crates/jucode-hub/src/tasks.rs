@@ -6,8 +6,8 @@
 //! message delivery for good. A tick takes the lock once, never across an await, and writes
 //! (and fsyncs) only when it has something to record.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use jucode_clock::SharedClock;
@@ -45,7 +45,14 @@ impl Hub {
         // The first deadline is taken now, not when the task first runs: a clock moved on
         // in between still wakes it.
         let first = clock.elapsed() + TICK;
-        tokio::spawn(supervise(hub, clock, first));
+        let step: Step = Arc::new(move || match hub.upgrade() {
+            Some(hub) => {
+                hub.tick();
+                true
+            }
+            None => false,
+        });
+        tokio::spawn(supervise(clock, first, step));
     }
 
     /// The number of background ticks completed so far; tests wait on it to know a tick has
@@ -75,38 +82,115 @@ impl Hub {
     }
 }
 
-/// Runs the loop, starting it again after a panic.
-async fn supervise(hub: Weak<Hub>, clock: SharedClock, first: Duration) {
+/// One tick of the loop; false once there is nothing left to tick for (the hub is gone).
+type Step = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Runs the loop, starting it again a tick later after a panic.
+async fn supervise(clock: SharedClock, first: Duration, step: Step) {
     let mut first = first;
     loop {
-        let run = tokio::spawn(run(hub.clone(), clock.clone(), first));
+        let run = tokio::spawn(run(clock.clone(), first, step.clone()));
         match run.await {
             Ok(()) => return,
             Err(e) if e.is_panic() => {
                 tracing::error!("the hub's background loop panicked; it starts again in a second");
-                clock.sleep(TICK).await;
-                first = clock.elapsed();
+                first = clock.elapsed() + TICK;
             }
             Err(_) => return,
         }
     }
 }
 
-/// Ticks every [`TICK`] of the clock's monotonic time from `due` on until the hub is gone.
-/// The deadlines follow a fixed grid, so a clock moved on before the loop began to wait still
-/// wakes it; after a long stall (a suspended machine) it ticks once and goes on.
-async fn run(hub: Weak<Hub>, clock: SharedClock, first: Duration) {
+/// Ticks every [`TICK`] of the clock's monotonic time from `first` on until `step` says
+/// stop. The deadlines follow a fixed grid, so a clock moved on before the loop began to wait
+/// still wakes it; after a long stall (a suspended machine) it ticks once and goes on.
+async fn run(clock: SharedClock, first: Duration, step: Step) {
     let mut due = first;
     loop {
         let now = clock.elapsed();
         if due > now {
             clock.sleep(due - now).await;
         }
-        let Some(hub) = hub.upgrade() else {
+        if !step() {
             return;
-        };
-        hub.tick();
-        drop(hub);
-        due = (due + TICK).max(clock.elapsed());
+        }
+        due += TICK;
+        // More than a whole tick behind (a suspended machine, a stalled runtime): one tick
+        // now was enough, the grid starts again from here.
+        let now = clock.elapsed();
+        if due + TICK <= now {
+            due = now + TICK;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use jucode_clock::{Clock as _, ManualClock};
+
+    use super::*;
+
+    /// A loop whose ticks are counted (and published), the second of which panics.
+    fn counted(clock: &ManualClock) -> (Arc<AtomicU64>, watch::Receiver<u64>) {
+        let calls = Arc::new(AtomicU64::new(0));
+        let (tx, rx) = watch::channel(0);
+        let seen = calls.clone();
+        let step: Step = Arc::new(move || {
+            let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+            tx.send_replace(n);
+            assert_ne!(n, 2, "the second tick fails");
+            n < 6
+        });
+        let shared = clock.shared();
+        let first = shared.elapsed() + TICK;
+        tokio::spawn(supervise(shared, first, step));
+        (calls, rx)
+    }
+
+    async fn reach(rx: &mut watch::Receiver<u64>, n: u64) {
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|c| *c >= n))
+            .await
+            .expect("the loop ticked")
+            .expect("the loop is alive");
+    }
+
+    #[tokio::test]
+    async fn the_loop_ticks_once_a_second_and_survives_a_panicking_tick() {
+        let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
+        let (calls, mut rx) = counted(&clock);
+        // Moved on before the task first ran: the first deadline was taken at the start.
+        clock.advance(TICK);
+        reach(&mut rx, 1).await;
+        clock.advance(TICK);
+        reach(&mut rx, 2).await;
+        // The panic of tick 2 restarts the loop a tick later.
+        for n in 3..=6 {
+            clock.advance(TICK);
+            reach(&mut rx, n).await;
+        }
+        // Tick 6 said stop: no more ticks however far the clock goes.
+        clock.advance(TICK * 10);
+        tokio::task::yield_now().await;
+        assert_eq!(calls.load(Ordering::SeqCst), 6);
+    }
+
+    #[tokio::test]
+    async fn a_long_stall_gives_one_tick_not_a_burst() {
+        let clock = ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap());
+        let (calls, mut rx) = counted(&clock);
+        clock.advance(TICK);
+        reach(&mut rx, 1).await;
+        calls.store(2, Ordering::SeqCst); // past the panicking tick
+        clock.advance(TICK * 30);
+        reach(&mut rx, 3).await;
+        for _ in 0..5 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        clock.advance(TICK);
+        reach(&mut rx, 4).await;
     }
 }
