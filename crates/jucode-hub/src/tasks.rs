@@ -129,7 +129,7 @@ async fn run(clock: SharedClock, first: Duration, step: Step) {
 mod tests {
     use std::sync::atomic::AtomicU64;
 
-    use jucode_clock::{Clock as _, ManualClock};
+    use jucode_clock::ManualClock;
 
     use super::*;
 
