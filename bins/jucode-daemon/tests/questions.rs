@@ -246,7 +246,6 @@ async fn a_reopened_action_takes_its_session_out_of_the_archive() {
 }
 
 #[tokio::test]
-#[ignore = "needs message delivery (messages branch)"]
 async fn an_answer_reaches_the_session_that_asked_once() {
     let env = TestHome::new();
     let cwd = env.project("ops");

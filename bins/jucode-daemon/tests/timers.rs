@@ -141,7 +141,6 @@ async fn a_cancelled_timer_stays_cancelled_and_done_ones_are_errors() {
 }
 
 #[tokio::test]
-#[ignore = "needs message delivery (messages branch)"]
 async fn a_timer_due_while_the_daemon_was_down_fires_once_at_start() {
     let env = TestHome::new();
     agent(&env, "ops");

@@ -187,7 +187,6 @@ async fn a_timer_set_through_the_seat_is_listed_and_cancelled() {
 }
 
 #[tokio::test]
-#[ignore = "needs message delivery (messages branch)"]
 async fn a_timer_fires_at_its_time_into_the_session_that_set_it_once() {
     let h = harness();
     let mut a = h.connect().await.unwrap();
@@ -219,7 +218,6 @@ async fn a_timer_fires_at_its_time_into_the_session_that_set_it_once() {
 }
 
 #[tokio::test]
-#[ignore = "needs message delivery (messages branch)"]
 async fn a_question_past_its_deadline_sends_the_default_and_an_answer_after_it_is_refused() {
     let h = harness();
     let mut a = h.connect().await.unwrap();
@@ -253,7 +251,6 @@ async fn a_question_past_its_deadline_sends_the_default_and_an_answer_after_it_i
 }
 
 #[tokio::test]
-#[ignore = "needs message delivery (messages branch)"]
 async fn an_answer_is_delivered_to_the_session_that_asked() {
     let h = harness();
     let mut a = h.connect().await.unwrap();

@@ -10,6 +10,7 @@ use crate::actions::ActionError;
 use crate::agents::AgentError;
 use crate::devices::DeviceError;
 use crate::mcp::McpError;
+use crate::messages::MessageError;
 use crate::paths::PathError;
 use crate::questions::QuestionError;
 use crate::reports::ReportError;
@@ -49,6 +50,8 @@ pub(crate) enum OpError {
     Questions(#[from] QuestionError),
     #[error(transparent)]
     Reports(#[from] ReportError),
+    #[error(transparent)]
+    Messages(#[from] MessageError),
 }
 
 /// A file the hub could not read or write, named.

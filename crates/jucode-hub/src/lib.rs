@@ -24,13 +24,13 @@ mod error;
 #[cfg(test)]
 mod items_tests;
 mod mcp;
-#[allow(dead_code)]
 mod messages;
 mod paths;
 mod questions;
 mod reports;
 mod router;
 mod sessions;
+mod tasks;
 mod timers;
 mod util;
 mod workspaces;
@@ -99,6 +99,7 @@ pub struct Hub {
     /// hub's lock is held (during its start).
     agent_caps: agents::capability::Capabilities,
     inner: Mutex<Inner>,
+    background: tasks::Background,
 }
 
 struct Inner {
@@ -112,6 +113,7 @@ struct Inner {
     timers: timers::Timers,
     questions: questions::Questions,
     reports: reports::Reports,
+    messages: messages::Messages,
     settings: Settings,
 }
 
@@ -130,10 +132,12 @@ impl Hub {
         let timers = timers::Timers::open(&store, config.clock.clone())?;
         let questions = questions::Questions::open(&store, config.clock.clone())?;
         let reports = reports::Reports::open(&store, config.clock.clone())?;
+        let messages = messages::Messages::open(&store)?;
         Ok(Arc::new(Hub {
             config,
             token,
             agent_caps: Default::default(),
+            background: tasks::Background::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),
@@ -145,6 +149,7 @@ impl Hub {
                 timers,
                 questions,
                 reports,
+                messages,
                 settings,
             }),
         }))

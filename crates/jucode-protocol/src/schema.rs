@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
-    ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, PushOp, QuestionsOp, ReportsOp,
-    SessionsOp, TimersOp, WorkspacesOp,
+    ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, MessagesOp, PushOp, QuestionsOp,
+    ReportsOp, SessionsOp, TimersOp, WorkspacesOp,
 };
 use crate::serve;
 
@@ -73,6 +73,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<TimersOp>(&mut generator, "op"));
     daemon.extend(variants::<QuestionsOp>(&mut generator, "op"));
     daemon.extend(variants::<ReportsOp>(&mut generator, "op"));
+    daemon.extend(variants::<MessagesOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

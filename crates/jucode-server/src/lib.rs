@@ -85,6 +85,8 @@ impl Server {
             hub.agent_mcp.url = Some(agent::url_for(addr));
         }
         let hub = Hub::open(hub)?;
+        // Message retries and the items' due work run from here on.
+        hub.start_background();
         Ok(Server {
             listener,
             shared: Arc::new(Shared {

@@ -39,6 +39,7 @@ pub struct Harness {
     pub hub: Arc<Hub>,
     pub clock: ManualClock,
     pub engines: ScriptedEngines,
+    names: Vec<String>,
     home: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -79,7 +80,7 @@ impl HarnessBuilder {
         self
     }
 
-    /// Opens the hub.
+    /// Opens the hub and starts its background loop (on the current tokio runtime).
     pub fn open(self) -> Result<Harness> {
         let dir = tempfile::tempdir().context("make a temporary home")?;
         let user_home = dir.path().to_path_buf();
@@ -92,29 +93,40 @@ impl HarnessBuilder {
         }
         let clock = ManualClock::new(self.start);
         let engines = ScriptedEngines::new(self.opens_at_startup);
-        let factory: Arc<dyn EngineFactory> = Arc::new(engines.clone());
-        let config = HubConfig {
-            home: home.clone(),
-            user_home,
-            version: "harness".into(),
-            relay_url: None,
-            engines: self
-                .engines
-                .into_iter()
-                .map(|name| (name, factory.clone()))
-                .collect::<HashMap<_, _>>(),
-            clock: clock.shared(),
-            agent_mcp: Default::default(),
-        };
-        let hub = Hub::open(config).context("open the hub")?;
+        let hub = open_hub(&home, &clock, &engines, &self.engines)?;
         Ok(Harness {
             hub,
             clock,
             engines,
+            names: self.engines,
             home,
             _dir: dir,
         })
     }
+}
+
+fn open_hub(
+    home: &Path,
+    clock: &ManualClock,
+    engines: &ScriptedEngines,
+    names: &[String],
+) -> Result<Arc<Hub>> {
+    let factory: Arc<dyn EngineFactory> = Arc::new(engines.clone());
+    let config = HubConfig {
+        home: home.to_path_buf(),
+        user_home: home.parent().unwrap_or(home).to_path_buf(),
+        version: "harness".into(),
+        relay_url: None,
+        engines: names
+            .iter()
+            .map(|name| (name.clone(), factory.clone()))
+            .collect::<HashMap<_, _>>(),
+        clock: clock.shared(),
+        agent_mcp: Default::default(),
+    };
+    let hub = Hub::open(config).context("open the hub")?;
+    hub.start_background();
+    Ok(hub)
 }
 
 impl Harness {
@@ -132,6 +144,59 @@ impl Harness {
             opens_at_startup: false,
             agents: Vec::new(),
         }
+    }
+
+    /// A daemon restart on the same home and clock: the hub is dropped (the test drops its
+    /// clients and scripted sessions first, so nothing else holds it) and opened again.
+    /// Engines the new hub starts arrive on the same [`ScriptedEngines`].
+    pub async fn restart(self) -> Result<Harness> {
+        let Harness {
+            hub,
+            clock,
+            engines,
+            names,
+            home,
+            _dir,
+        } = self;
+        let gone = Arc::downgrade(&hub);
+        drop(hub);
+        // The closing engines' tasks let go of the hub as they see their sessions end.
+        tokio::time::timeout(GUARD, async {
+            while gone.strong_count() > 0 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .map_err(|_| anyhow!("the old hub was still held after the {GUARD:?} guard"))?;
+        let hub = open_hub(&home, &clock, &engines, &names)?;
+        Ok(Harness {
+            hub,
+            clock,
+            engines,
+            names,
+            home,
+            _dir,
+        })
+    }
+
+    /// Waits until the background loop has ticked `n` more times than `since` (a count read
+    /// from [`Hub::ticks`] before moving the clock).
+    pub async fn ticked(&self, since: u64, n: u64) -> Result<u64> {
+        let mut ticks = self.hub.ticks();
+        let want = since + n;
+        let reached = tokio::time::timeout(GUARD, ticks.wait_for(|t| *t >= want))
+            .await
+            .map_err(|_| anyhow!("the hub did not tick within the {GUARD:?} guard"))?
+            .map(|t| *t)
+            .map_err(|_| anyhow!("the hub's loop is gone"))?;
+        Ok(reached)
+    }
+
+    /// Moves the clock on by one tick and waits for the loop to have run it.
+    pub async fn tick(&self) -> Result<()> {
+        let since = *self.hub.ticks().borrow();
+        self.advance(Duration::from_secs(1));
+        self.ticked(since, 1).await.map(|_| ())
     }
 
     /// The jucode home (`<tmp>/.jucode`); the user's home is its parent.
@@ -334,6 +399,11 @@ impl ScriptedEngines {
             .map_err(|_| anyhow!("the hub started no engine within the {GUARD:?} guard"))
     }
 
+    /// An engine the hub started that no test took yet, without waiting.
+    pub fn try_next_session(&self) -> Option<ScriptedSession> {
+        self.take()
+    }
+
     fn take(&self) -> Option<ScriptedSession> {
         self.inner
             .started
@@ -376,6 +446,11 @@ impl ScriptedSession {
             .await
             .map_err(|_| anyhow!("the hub sent no op within the {GUARD:?} guard"))?;
         op.context("the hub dropped this engine's ops")
+    }
+
+    /// An op the hub has sent and the test not read yet, without waiting.
+    pub fn try_op(&mut self) -> Option<Object> {
+        self.ops.try_recv().ok()
     }
 
     /// Reads ops until one named `name` and returns it.

@@ -3,6 +3,7 @@
 
 mod coldstart;
 mod fanout;
+mod messages;
 mod paths;
 mod seat;
 mod timers;
@@ -32,6 +33,8 @@ struct Sizes {
     paths: paths::PathSizes,
     /// Armed timers at rest.
     timers: timers::Sizes,
+    /// Samples of each path of the message bench.
+    messages: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -49,6 +52,7 @@ const FULL: Sizes = Sizes {
         timers: 10_000,
         idle: Duration::from_secs(20),
     },
+    messages: 300,
 };
 
 const QUICK: Sizes = Sizes {
@@ -66,6 +70,7 @@ const QUICK: Sizes = Sizes {
         timers: 10_000,
         idle: Duration::from_secs(5),
     },
+    messages: 30,
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -204,6 +209,30 @@ async fn run_all(options: Options) -> Result<bool> {
         millis(cold.reference),
         cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
     );
+    let m = messages::run(&bins, sizes.messages)
+        .await
+        .context("message_send → message_delivered bench")?;
+    println!();
+    println!(
+        "message_send → message_delivered ({} samples, the agent's session idle); reference: user_message → its echo in the same session",
+        m.samples
+    );
+    println!(
+        "{:>6}  {:>12}  {:>12}  {:>10}",
+        "", "message", "echo", "added"
+    );
+    for (name, d, r) in [
+        ("p50", m.message.0, m.echo.0),
+        ("p99", m.message.1, m.echo.1),
+    ] {
+        let added = d.as_secs_f64() - r.as_secs_f64();
+        println!(
+            "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
+            millis(d),
+            millis(r),
+            added * 1000.0
+        );
+    }
     paths::run(&sizes.paths).await?;
 
     println!();

@@ -151,7 +151,7 @@ const ACTIONS: &[(&str, &[&str])] = &[
     ("sleep", &[]),
     ("ignore", &[]),
     ("mkdir", &[]),
-    ("write", &["lines", "tail"]),
+    ("write", &["lines", "tail", "json"]),
     ("let", &[]),
 ];
 
@@ -474,6 +474,10 @@ impl Runner {
         let path = self.field(step, "write", false)?.unwrap_or_default();
         let path = path.as_str().ok_or("write takes a path")?;
         let mut text = String::new();
+        // `json`: one JSON document (an agent's agent.json); `lines` and `tail`: a log.
+        if let Some(json) = self.field(step, "json", false)? {
+            text.push_str(&json.to_string());
+        }
         if let Some(lines) = self.field(step, "lines", false)? {
             for line in lines.as_array().ok_or("lines is a list of JSON values")? {
                 text.push_str(&line.to_string());

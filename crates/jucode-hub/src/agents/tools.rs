@@ -35,6 +35,7 @@ pub(crate) enum ToolError {
 pub(crate) fn defs() -> Vec<ToolDef> {
     vec![
         super::brief::def(),
+        crate::messages::tool::def(),
         crate::timers::tool_def(),
         crate::questions::tool_def(),
         crate::reports::tool_def(),
@@ -53,6 +54,7 @@ pub(crate) async fn call(
         "timer" => crate::timers::tool(hub, caller, args),
         "question" => crate::questions::tool(hub, caller, args),
         "report" => crate::reports::tool(hub, caller, args),
+        crate::messages::tool::NAME => crate::messages::tool::call(hub, caller, args),
         _ => Err(ToolError::Unknown(name.to_string())),
     }
 }

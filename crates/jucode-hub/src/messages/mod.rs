@@ -2,12 +2,28 @@
 //! then routed to a session and delivered as a user message.
 //!
 //! Other areas send through [`Hub::enqueue_message`] with a [`NewMessage`]: a fired timer, an
-//! answered question, a scheduled task, another agent.
+//! answered question, a scheduled task, another agent. This module keeps the log and its fold
+//! (what is still pending, which session got what, the dedupe keys seen); [`route`] decides
+//! where a message goes, [`deliver`] hands it over within the run limits, and [`tool`] is the
+//! `message_agent` tool.
 
+mod deliver;
+pub(crate) mod route;
+pub(crate) mod tool;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
+use jucode_protocol::daemon::{DaemonEvent, MessagesOp};
+use jucode_store::{JsonlLog, StateDir, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::cx::OpCx;
 use crate::error::OpError;
-use crate::{Hub, Inner};
+use crate::util::new_id;
+use crate::{Hub, HubError, Inner};
+
+pub(crate) use deliver::RunState;
 
 /// Where a message comes from; `as_wire` is the `from` of its record and of
 /// `message_delivered`.
@@ -16,6 +32,8 @@ pub(crate) enum Origin {
     User,
     Agent(String),
     Timer(String),
+    // Scheduled tasks (issue 13) send as this.
+    #[allow(dead_code)]
     Schedule(String),
     Question(String),
 }
@@ -58,6 +76,200 @@ pub(crate) struct Accepted {
     pub(crate) duplicate: bool,
 }
 
+/// Why a message was not taken; the texts are the protocol's.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MessageError {
+    #[error("unknown agent {0}")]
+    UnknownAgent(String),
+    #[error("a message needs a body")]
+    EmptyBody,
+    #[error("could not save the message: {0}")]
+    Save(StoreError),
+}
+
+/// One line of `messages.jsonl` (notes §9, plus `new_session` and `from_session`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(super) enum Record {
+    Message {
+        id: String,
+        to: String,
+        from: String,
+        body: String,
+        #[serde(default)]
+        session: Option<String>,
+        #[serde(default)]
+        reply_to: Option<String>,
+        #[serde(default)]
+        dedupe_key: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        new_session: bool,
+        /// The session an agent sent it from (for routing replies back to it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from_session: Option<String>,
+        at: u64,
+    },
+    Delivered {
+        id: String,
+        session: String,
+        at: u64,
+    },
+    Undeliverable {
+        id: String,
+        reason: String,
+        at: u64,
+    },
+    /// A kind a newer daemon wrote: skipped.
+    #[serde(other)]
+    Other,
+}
+
+/// A recorded message not delivered yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Pending {
+    pub(super) id: String,
+    pub(super) to: String,
+    pub(super) from: String,
+    pub(super) body: String,
+    pub(super) session: Option<String>,
+    pub(super) reply_to: Option<String>,
+    pub(super) new_session: bool,
+}
+
+/// Every message's id: where it went and where it came from (for `reply_to`).
+#[derive(Debug, Clone, Default)]
+struct Known {
+    delivered_to: Option<String>,
+    sent_from: Option<String>,
+}
+
+/// The fold of `messages.jsonl`, plus which sessions have a delivery whose turn has not
+/// begun ([`RunState`]).
+pub(crate) struct Messages {
+    log: JsonlLog,
+    /// In record order.
+    pending: Vec<Pending>,
+    known: HashMap<String, Known>,
+    dedupe: HashMap<String, String>,
+    pub(crate) runs: RunState,
+}
+
+impl Messages {
+    pub(crate) fn open(store: &StateDir) -> Result<Messages, HubError> {
+        let (log, records) = store.open_log::<Record>("messages.jsonl")?;
+        let mut messages = Messages {
+            log,
+            pending: Vec::new(),
+            known: HashMap::new(),
+            dedupe: HashMap::new(),
+            runs: RunState::default(),
+        };
+        for record in records {
+            messages.apply(record);
+        }
+        Ok(messages)
+    }
+
+    /// Applies one record (read at start, or just written).
+    fn apply(&mut self, record: Record) {
+        match record {
+            Record::Message {
+                id,
+                to,
+                from,
+                body,
+                session,
+                reply_to,
+                dedupe_key,
+                new_session,
+                from_session,
+                ..
+            } => {
+                if let Some(key) = dedupe_key {
+                    self.dedupe.insert(key, id.clone());
+                }
+                self.known.insert(
+                    id.clone(),
+                    Known {
+                        delivered_to: None,
+                        sent_from: from_session,
+                    },
+                );
+                self.pending.push(Pending {
+                    id,
+                    to,
+                    from,
+                    body,
+                    session,
+                    reply_to,
+                    new_session,
+                });
+            }
+            Record::Delivered { id, session, .. } => {
+                self.pending.retain(|p| p.id != id);
+                self.known.entry(id).or_default().delivered_to = Some(session);
+            }
+            Record::Undeliverable { id, .. } => self.pending.retain(|p| p.id != id),
+            Record::Other => {}
+        }
+    }
+
+    /// Writes `records` with one fsync and applies them.
+    fn append(&mut self, records: Vec<Record>) -> Result<(), StoreError> {
+        self.log.append_all(&records)?;
+        for record in records {
+            self.apply(record);
+        }
+        Ok(())
+    }
+
+    /// Applies a new message's record in memory before it is written (see
+    /// [`Hub::pass_recording`]).
+    fn stage(&mut self, record: &Record) {
+        self.apply(record.clone());
+    }
+
+    /// Takes a staged message back out after its write failed.
+    fn unstage(&mut self, record: &Record) {
+        if let Record::Message { id, dedupe_key, .. } = record {
+            self.pending.retain(|p| p.id != *id);
+            self.known.remove(id);
+            if let Some(key) = dedupe_key {
+                self.dedupe.remove(key);
+            }
+        }
+    }
+
+    /// Writes a staged message's record and then `records` with one fsync, applying only
+    /// `records` (the message is applied already).
+    fn append_after_staged(
+        &mut self,
+        message: Record,
+        records: Vec<Record>,
+    ) -> Result<(), StoreError> {
+        let mut all = Vec::with_capacity(records.len() + 1);
+        all.push(message);
+        all.extend(records.iter().cloned());
+        self.log.append_all(&all)?;
+        for record in records {
+            self.apply(record);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// The message `reply_to` names, as routing reads it.
+    fn earlier(&self, id: &str) -> Option<route::Earlier> {
+        self.known.get(id).map(|k| route::Earlier {
+            delivered_to: k.delivered_to.clone(),
+            sent_from: k.sent_from.clone(),
+        })
+    }
+}
+
 impl Hub {
     /// Records `msg` (fsynced) and tries to deliver it at once; what cannot be delivered now
     /// is retried every second. Called with the hub's lock held.
@@ -66,7 +278,100 @@ impl Hub {
         inner: &mut Inner,
         msg: NewMessage,
     ) -> Result<Accepted, OpError> {
-        let _ = (inner, msg);
-        Err(OpError::NotBuilt("message delivery".into()))
+        Ok(self.accept_message(inner, msg, None, &mut |_, _| {})?)
     }
+
+    /// Checks `msg`, records it and delivers what can go now, the message's record and the
+    /// deliveries in one write. `acknowledge` runs once the message is durable, before any
+    /// delivery is sent or announced (a duplicate is acknowledged at once: nothing is
+    /// written). `from_session` is the session an agent sent it from.
+    pub(super) fn accept_message(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        msg: NewMessage,
+        from_session: Option<String>,
+        acknowledge: &mut dyn FnMut(&mut Inner, &Accepted),
+    ) -> Result<Accepted, MessageError> {
+        if !inner.agents.map.contains_key(&msg.to) {
+            return Err(MessageError::UnknownAgent(msg.to));
+        }
+        if msg.body.trim().is_empty() {
+            return Err(MessageError::EmptyBody);
+        }
+        if let Some(id) = msg
+            .dedupe_key
+            .as_ref()
+            .and_then(|key| inner.messages.dedupe.get(key))
+        {
+            let accepted = Accepted {
+                id: id.clone(),
+                duplicate: true,
+            };
+            acknowledge(inner, &accepted);
+            return Ok(accepted);
+        }
+        let at = self.config.clock.now_ms();
+        let id = new_id("m", at);
+        let record = Record::Message {
+            id: id.clone(),
+            to: msg.to,
+            from: msg.from.as_wire(),
+            body: msg.body,
+            session: msg.session,
+            reply_to: msg.reply_to,
+            dedupe_key: msg.dedupe_key,
+            new_session: msg.new_session,
+            from_session,
+            at,
+        };
+        let accepted = Accepted {
+            id,
+            duplicate: false,
+        };
+        inner.messages.stage(&record);
+        let staged = record.clone();
+        if let Err(e) =
+            self.pass_recording(inner, record, &mut |inner| acknowledge(inner, &accepted))
+        {
+            inner.messages.unstage(&staged);
+            return Err(MessageError::Save(e));
+        }
+        Ok(accepted)
+    }
+}
+
+/// Answers `message_send`: the reply first, then the delivery (and its broadcast).
+pub(crate) fn handle(cx: &OpCx<'_>, op: MessagesOp) -> Result<(), OpError> {
+    match op {
+        MessagesOp::MessageSend {
+            agent,
+            body,
+            session,
+            reply_to,
+            dedupe_key,
+            new_session,
+        } => {
+            let msg = NewMessage {
+                to: agent,
+                from: Origin::User,
+                body,
+                session,
+                reply_to,
+                dedupe_key,
+                new_session,
+            };
+            let mut inner = cx.hub.lock();
+            cx.hub
+                .accept_message(&mut inner, msg, None, &mut |inner, accepted| {
+                    cx.reply_locked(
+                        inner,
+                        DaemonEvent::MessageAccepted {
+                            message: accepted.id.clone(),
+                            duplicate: accepted.duplicate,
+                        },
+                    )
+                })?;
+        }
+    }
+    Ok(())
 }

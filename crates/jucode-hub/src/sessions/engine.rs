@@ -11,10 +11,86 @@ use jucode_protocol::serve::{Event, TranscriptItem};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{Record, Running, SessionError, View, set_attended, title_from};
+use super::{Record, Running, SessionError, Sessions, View, set_attended, title_from};
+use crate::messages::route::SessionFacts;
 use crate::{Hub, Inner, to_value};
 
+/// Whether a session's engine can take a delivery now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SessionState {
+    Open,
+    /// Its engine's channel is closed and its exit not yet seen.
+    Stopping,
+    Closed,
+}
+
+/// What message delivery reads of the sessions and the one way it hands a message over.
+impl Sessions {
+    /// Every session, as routing reads it.
+    pub(crate) fn route_facts(&self) -> Vec<SessionFacts> {
+        self.map
+            .values()
+            .map(|s| SessionFacts {
+                id: s.id.clone(),
+                agent: s.agent.clone(),
+                hidden: s.hidden,
+                archived: s.archived,
+                updated_at: s.updated_at,
+            })
+            .collect()
+    }
+
+    /// Every session's id, agent and whether its engine is in a turn.
+    pub(crate) fn run_facts(&self) -> impl Iterator<Item = (&str, Option<&str>, bool)> {
+        self.map
+            .values()
+            .map(|s| (s.id.as_str(), s.agent.as_deref(), s.busy))
+    }
+
+    pub(crate) fn state(&self, session: &str) -> SessionState {
+        match self.map.get(session).and_then(|s| s.running.as_ref()) {
+            Some(running) if running.ops.is_closed() => SessionState::Stopping,
+            Some(_) => SessionState::Open,
+            None => SessionState::Closed,
+        }
+    }
+
+    /// Whether new work may start (not shutting down).
+    pub(crate) fn accepting(&self) -> bool {
+        !self.shutting_down
+    }
+
+    /// Sends `op` to the session's engine.
+    pub(crate) fn deliver(&self, session: &str, op: Object) {
+        if let Some(s) = self.map.get(session) {
+            s.send(op);
+        }
+    }
+}
+
 impl Hub {
+    /// Starts a closed session's engine again on its saved conversation (a session hosted
+    /// before a restart, or closed since), recording it open.
+    pub(crate) fn reopen_session(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        session: &str,
+    ) -> Result<(), SessionError> {
+        let s = inner.sessions.get(session)?;
+        let record = Record::Open {
+            session: session.to_string(),
+            cwd: s.cwd.display().to_string(),
+            engine: s.engine.clone(),
+            agent: s.agent.clone(),
+            chat: s.chat,
+            at: self.config.clock.now_ms(),
+        };
+        inner.sessions.append(&record)?;
+        self.start_engine(inner, session, Object::new(), true, None)?;
+        inner.broadcast_sessions();
+        Ok(())
+    }
+
     /// Starts `session`'s engine and the task that carries its events. The caller holds the
     /// lock and has checked the session exists and is not running. `transcript` is the
     /// conversation so far when the caller read it from the engine's saved copy.
@@ -123,6 +199,7 @@ impl Hub {
         self.agent_caps.renamed(session, &named);
         s.id = named.clone();
         inner.sessions.map.insert(named.clone(), s);
+        inner.messages.runs.renamed(session, &named);
         Some(named)
     }
 
@@ -159,6 +236,9 @@ impl Hub {
                 let mut forward = !s.view.repeats(&event);
                 s.view.apply(&event);
                 let mut title = None;
+                // A turn began on this text: a delivery of it is now that turn (run limits).
+                let started = (event.kind() == "user_message")
+                    .then(|| event.str("content").unwrap_or_default().to_string());
                 match event.kind() {
                     "user_message" => {
                         s.busy = true;
@@ -191,6 +271,9 @@ impl Hub {
                 let agent_turn = was_busy != s.busy && s.agent.is_some();
                 if let Some(title) = &title {
                     s.auto_title = Some(title.clone());
+                }
+                if let Some(content) = &started {
+                    inner.messages.runs.turn_started(session, content);
                 }
                 if let Some(title) = title {
                     let record = Record::Title {
@@ -239,6 +322,7 @@ impl Hub {
                 let of_agent = s.agent.is_some();
                 s.busy = false;
                 s.watchers.clear();
+                inner.messages.runs.engine_stopped(session);
                 if let Some((client, id)) = created {
                     let why = error.as_deref().unwrap_or("it stopped");
                     let reply = to_value(&Reply::error(

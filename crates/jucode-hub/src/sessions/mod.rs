@@ -24,6 +24,7 @@ use crate::error::{IoError, OpError};
 use crate::paths::PathError;
 use crate::{Auth, HubError};
 
+pub(crate) use engine::SessionState;
 pub(crate) use forward::forward;
 use log::Record;
 use view::View;

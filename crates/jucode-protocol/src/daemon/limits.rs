@@ -46,6 +46,11 @@ pub const ICON_BYTES: usize = 16 * 1024;
 pub const SVG_BYTES: usize = 8192;
 /// The value of an agent's slug icon, in UTF-16 units (the spec's bound).
 pub const SLUG_UNITS: usize = 32;
+
+/// A message to an agent (`message_send`, the `message_agent` tool), in bytes of UTF-8.
+pub const MESSAGE_BODY_BYTES: usize = 256 * 1024;
+/// An id or key a client names in a message (`agent`, `session`, `reply_to`, `dedupe_key`).
+pub const ID_CHARS: usize = 200;
 /// One MCP server entry (`mcp_set`), as JSON.
 pub const MCP_SERVER_BYTES: usize = 64 * 1024;
 

@@ -2,7 +2,7 @@
 //!
 //! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
 //! module ([`sessions`], [`agents`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
-//! [`timers`], [`questions`], [`reports`]).
+//! [`messages`], [`timers`], [`questions`], [`reports`]).
 //! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
 //! the daemon itself sends.
 
@@ -12,6 +12,7 @@ pub mod basics;
 pub mod devices;
 pub mod limits;
 pub mod mcp;
+pub mod messages;
 pub mod ops;
 pub mod push;
 pub mod questions;
@@ -30,6 +31,7 @@ pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
 pub use mcp::McpOp;
+pub use messages::MessagesOp;
 pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
 pub use push::{PushOp, PushResult};
 pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
@@ -152,6 +154,7 @@ pub enum DaemonOp {
     Timers(TimersOp),
     Questions(QuestionsOp),
     Reports(ReportsOp),
+    Messages(MessagesOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -188,6 +191,7 @@ impl DaemonOp {
             Area::Timers => read(fields).map(DaemonOp::Timers),
             Area::Questions => read(fields).map(DaemonOp::Questions),
             Area::Reports => read(fields).map(DaemonOp::Reports),
+            Area::Messages => read(fields).map(DaemonOp::Messages),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -205,6 +209,7 @@ impl DaemonOp {
             DaemonOp::Workspaces(op) => op.check_limits(),
             DaemonOp::Mcp(op) => op.check_limits(),
             DaemonOp::Questions(op) => op.check_limits(),
+            DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -347,6 +352,19 @@ pub enum DaemonEvent {
     PushUnsubscribed,
     PushTested {
         results: Vec<PushResult>,
+    },
+    /// `message_send`: the message's id, and whether an earlier one had its dedupe key (then
+    /// nothing new was recorded or sent).
+    MessageAccepted {
+        message: String,
+        duplicate: bool,
+    },
+    /// A message went to a session (to every client, once its delivery is recorded).
+    MessageDelivered {
+        id: String,
+        agent: String,
+        from: String,
+        session: String,
     },
 }
 

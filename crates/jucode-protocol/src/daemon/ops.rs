@@ -152,7 +152,7 @@ pub static OPS: &[OpSpec] = &[
     op("agent_update", Agents, true),
     op("agent_delete", Agents, true),
     op("agent_memory_read", Agents, true),
-    op("message_send", Messages, false),
+    op("message_send", Messages, true),
     op("timer_list", Timers, true),
     op("timer_cancel", Timers, true),
     op("schedule_list", Schedules, false),

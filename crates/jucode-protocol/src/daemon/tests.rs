@@ -125,6 +125,7 @@ fn the_table_and_the_typed_ops_agree() {
         "question_answer": {"question": "q-1", "answer": "yes"},
         "report_list": {},
         "report_read": {"report": "r-1"},
+        "message_send": {"agent": "ops", "body": "hi"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -155,6 +156,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Timers(_) => Area::Timers,
             DaemonOp::Questions(_) => Area::Questions,
             DaemonOp::Reports(_) => Area::Reports,
+            DaemonOp::Messages(_) => Area::Messages,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
@@ -243,6 +245,18 @@ fn free_text_over_its_limit_is_refused_by_name() {
     assert_eq!(
         DaemonOp::from_frame(&f).unwrap().unwrap_err().to_string(),
         "workspaces_set: workspace name is longer than 200 characters"
+    );
+    let body = "b".repeat(limits::MESSAGE_BODY_BYTES + 1);
+    let f = frame(json!({"op":"message_send","agent":"ops","body":body}));
+    assert_eq!(
+        DaemonOp::from_frame(&f).unwrap().unwrap_err().to_string(),
+        "message_send: body is longer than 262144 bytes"
+    );
+    let f =
+        frame(json!({"op":"message_send","agent":"ops","body":"b","dedupe_key":"k".repeat(201)}));
+    assert_eq!(
+        DaemonOp::from_frame(&f).unwrap().unwrap_err().to_string(),
+        "message_send: dedupe_key is longer than 200 characters"
     );
 }
 
