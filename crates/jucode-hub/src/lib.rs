@@ -165,10 +165,18 @@ impl Hub {
         self.lock().store.daemon_dir().to_path_buf()
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> HubGuard<'_> {
         // A panic while holding the lock leaves consistent-enough state for the other clients:
         // every mutation is applied after its record is written.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        let guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        HOLDS_HUB_LOCK.set(true);
+        HubGuard(guard)
+    }
+
+    /// Whether this thread holds the hub's lock now: an engine's start runs under it, and
+    /// what it calls back (an agent's prompt) must not take the lock again.
+    pub(crate) fn lock_held_here() -> bool {
+        HOLDS_HUB_LOCK.get()
     }
 
     /// Who holds `token`: the daemon token (a local client) or a paired device's token.
@@ -253,6 +261,33 @@ impl Hub {
     /// Sends `client` an error frame (the front end's own refusals, such as binary frames).
     pub fn send_error(&self, client: ClientId, message: &str) {
         self.reply_error(client, None, message.to_string());
+    }
+}
+
+thread_local! {
+    static HOLDS_HUB_LOCK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The hub's lock, held. It marks its thread while held ([`Hub::lock_held_here`]); the lock is
+/// never held across an await, so the mark cannot move to another task.
+pub(crate) struct HubGuard<'a>(MutexGuard<'a, Inner>);
+
+impl Drop for HubGuard<'_> {
+    fn drop(&mut self) {
+        HOLDS_HUB_LOCK.set(false);
+    }
+}
+
+impl std::ops::Deref for HubGuard<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for HubGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.0
     }
 }
 

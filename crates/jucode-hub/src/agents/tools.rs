@@ -64,14 +64,19 @@ pub(crate) async fn call(
 pub(crate) struct HubAgentHost {
     pub(crate) hub: Weak<Hub>,
     pub(crate) caller: Caller,
+    /// The prompt as it was when the engine started: what a call made under the hub's lock
+    /// (from inside `EngineFactory::start`) gets.
+    pub(crate) start_prompt: String,
 }
 
 impl AgentHost for HubAgentHost {
     /// Built again for every turn, so a brief the agent rewrote shows at once. Empty once
-    /// the hub or the agent is gone. It takes the hub's lock for a moment, so an engine must
-    /// not call it from inside `EngineFactory::start` (the hub holds the lock there): call it
-    /// when a turn begins.
+    /// the hub or the agent is gone. It takes the hub's lock for a moment, except when called
+    /// under it (an engine's start): that call gets the prompt of the engine's start.
     fn prompt(&self) -> String {
+        if Hub::lock_held_here() {
+            return self.start_prompt.clone();
+        }
         let Some(hub) = self.hub.upgrade() else {
             return String::new();
         };

@@ -8,6 +8,7 @@ use jucode_protocol::Object;
 use serde_json::Value;
 
 use super::{Record, Session, SessionError, log::default_engine};
+use crate::agents::prompt::PromptFacts;
 use crate::agents::tools::{Caller, HubAgentHost};
 use crate::util::new_uuid;
 use crate::{Hub, Inner};
@@ -108,6 +109,9 @@ impl Hub {
                     agent: agent.to_string(),
                     session: session.to_string(),
                 },
+                start_prompt: PromptFacts::gather(inner, agent)
+                    .map(|f| f.render())
+                    .unwrap_or_default(),
             }),
         })
     }
