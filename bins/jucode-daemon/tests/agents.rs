@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use jucode_testsupport::{Client, Daemon, http};
+use jucode_testsupport::{Client, Daemon};
 use serde_json::{Value, json};
 
 type Env = jucode_testsupport::TestHome;
@@ -29,23 +29,6 @@ fn entry<'a>(list: &'a Value, id: &str) -> Option<&'a Value> {
 /// Reads until the next `agents` broadcast.
 async fn next_agents(c: &mut Client) -> Value {
     c.recv_until(|f| f["type"] == "agents" && f.get("id").is_none())
-        .await
-        .unwrap()
-}
-
-/// Pairs a device through the local client and connects it.
-async fn paired_device(daemon: &Daemon, desk: &mut Client) -> Client {
-    let pairing = desk.request(json!({"op":"pair_start"})).await.unwrap();
-    let body = json!({"code": pairing["code"], "name": "phone"}).to_string();
-    let paired = http(daemon.addr, "POST", "/api/pair", Some(body.as_bytes()))
-        .await
-        .unwrap();
-    assert_eq!(paired.status, 200);
-    let token = paired.json().unwrap()["token"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    Client::connect_and_greet(&daemon.url(&token))
         .await
         .unwrap()
 }
@@ -565,7 +548,7 @@ async fn a_paired_device_may_use_every_agent_op() {
     let daemon = env.daemon().await;
     let work = env.project("work");
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = paired_device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     let created = phone
         .request(json!({"op":"agent_create","agent":"ops","name":"Ops","cwd":s(&work),"role":"r"}))
         .await

@@ -7,32 +7,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
-use jucode_testsupport::{Client, Daemon, TestHome, http};
+use jucode_testsupport::{Daemon, TestHome};
 use serde_json::{Value, json};
 
 /// A deadline far in the future, so none passes during a test.
 const LATER: u64 = 4_000_000_000_000;
-
-fn write_lines(path: &Path, lines: &[Value]) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(path, text).unwrap();
-}
-
-async fn device(daemon: &Daemon, desk: &mut Client) -> Client {
-    let pairing = desk.request(json!({"op":"pair_start"})).await.unwrap();
-    let body = json!({"code": pairing["code"], "name": "phone"}).to_string();
-    let paired = http(daemon.addr, "POST", "/api/pair", Some(body.as_bytes()))
-        .await
-        .unwrap()
-        .json()
-        .unwrap();
-    Client::connect_and_greet(&daemon.url(paired["token"].as_str().unwrap()))
-        .await
-        .unwrap()
-}
 
 fn asked(id: &str, session: &str) -> Value {
     json!({"kind":"asked","id":id,"agent":"ops","session":session,"title":format!("{id}?"),
@@ -54,18 +33,15 @@ fn seed(env: &TestHome) {
         json!({"name":"Ops","cwd":cwd}).to_string(),
     )
     .unwrap();
-    write_lines(
-        &env.home().join("daemon/sessions.jsonl"),
+    env.seed_log(
+        "sessions.jsonl",
         &[
             json!({"kind":"open","session":"s1","cwd":cwd,"engine":"jucode","agent":"ops","at":1}),
             json!({"kind":"close","session":"s1","at":2}),
             json!({"kind":"meta","session":"s1","archived":true,"at":3}),
         ],
     );
-    write_lines(
-        &env.home().join("daemon/questions.jsonl"),
-        &[asked("q-1", "s1"), asked("q-2", "s1")],
-    );
+    env.seed_log("questions.jsonl", &[asked("q-1", "s1"), asked("q-2", "s1")]);
 }
 
 #[tokio::test]
@@ -79,7 +55,7 @@ async fn open_questions_come_on_connect_and_from_question_list_for_devices_too()
     assert_eq!(batch["type"], "questions");
     assert_eq!(batch["questions"], open);
     assert_eq!(batch["closed"], json!([]));
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     for client in [&mut desk, &mut phone] {
         let list = client.request(json!({"op":"question_list"})).await.unwrap();
         assert_eq!(list["type"], "questions");
@@ -93,7 +69,7 @@ async fn bad_answers_are_refused_and_the_question_stays_open() {
     seed(&env);
     let daemon = env.daemon().await;
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     let long = "x".repeat(8001);
     for (frame, message) in [
         (
@@ -129,7 +105,7 @@ async fn a_question_closes_without_an_answer_and_reopens_with_its_session_out_of
     seed(&env);
     let mut daemon = env.daemon().await;
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
 
     let closed = phone
         .request(json!({"op":"item_close","kind":"question","item":"q-1","reason":"not needed"}))
@@ -264,10 +240,7 @@ async fn an_answer_reaches_the_session_that_asked_once() {
         .unwrap();
     let session = created["session"].as_str().unwrap().to_string();
     daemon.stop().await.unwrap();
-    write_lines(
-        &env.home().join("daemon/questions.jsonl"),
-        &[asked("q-1", &session)],
-    );
+    env.seed_log("questions.jsonl", &[asked("q-1", &session)]);
     let daemon = Daemon::start(&env.home()).await.unwrap();
     let mut desk = daemon.client().await.unwrap();
     let reply = desk

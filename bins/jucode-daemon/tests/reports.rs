@@ -6,21 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use jucode_testsupport::{Client, Daemon, TestHome, http};
+use jucode_testsupport::{Daemon, TestHome};
 use serde_json::{Value, json};
-
-async fn device(daemon: &Daemon, desk: &mut Client) -> Client {
-    let pairing = desk.request(json!({"op":"pair_start"})).await.unwrap();
-    let body = json!({"code": pairing["code"], "name": "phone"}).to_string();
-    let paired = http(daemon.addr, "POST", "/api/pair", Some(body.as_bytes()))
-        .await
-        .unwrap()
-        .json()
-        .unwrap();
-    Client::connect_and_greet(&daemon.url(paired["token"].as_str().unwrap()))
-        .await
-        .unwrap()
-}
 
 fn report(id: &str, at: u64, read: bool) -> Value {
     json!({"id":id,"agent":"ops","session":"s1","title":format!("{id} title"),"body":"done","at":at,"read":read})
@@ -46,7 +33,7 @@ async fn reports_are_listed_newest_first_with_whether_they_were_read() {
     seed(&env);
     let daemon = env.daemon().await;
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     for client in [&mut desk, &mut phone] {
         let list = client.request(json!({"op":"report_list"})).await.unwrap();
         assert_eq!(list["type"], "reports");
@@ -83,7 +70,7 @@ async fn a_report_read_on_one_client_is_read_on_every_client_and_after_a_restart
     seed(&env);
     let mut daemon = env.daemon().await;
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     let reply = phone
         .request(json!({"op":"report_read","report":"r-2"}))
         .await

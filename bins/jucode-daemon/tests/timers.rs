@@ -6,47 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
-use jucode_testsupport::{Client, Daemon, TestHome, http};
+use jucode_testsupport::{Daemon, TestHome};
 use serde_json::{Value, json};
 
 /// Far in the future, so no timer fires during a test.
 const LATER: u64 = 4_000_000_000_000;
 
-fn write_lines(path: &Path, lines: &[Value]) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    std::fs::write(path, text).unwrap();
-}
-
-fn agent(env: &TestHome, id: &str) {
-    let dir = env.home().join("agents").join(id);
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = json!({"name": id, "cwd": env.project(id)});
-    std::fs::write(dir.join("agent.json"), config.to_string()).unwrap();
-}
-
-/// A paired device's client.
-async fn device(daemon: &Daemon, desk: &mut Client) -> Client {
-    let pairing = desk.request(json!({"op":"pair_start"})).await.unwrap();
-    let body = json!({"code": pairing["code"], "name": "phone"}).to_string();
-    let paired = http(daemon.addr, "POST", "/api/pair", Some(body.as_bytes()))
-        .await
-        .unwrap()
-        .json()
-        .unwrap();
-    Client::connect_and_greet(&daemon.url(paired["token"].as_str().unwrap()))
-        .await
-        .unwrap()
-}
-
 fn seed(env: &TestHome) {
-    agent(env, "ops");
-    agent(env, "qa");
+    env.agent("ops", &json!({"name": "ops", "cwd": env.project("ops")}));
+    env.agent("qa", &json!({"name": "qa", "cwd": env.project("qa")}));
     let set = |id: &str, agent: &str, fire_at: u64| json!({"kind":"set","id":id,"agent":agent,"session":format!("s-{agent}"),"fire_at":fire_at,"body":format!("{id} says hi"),"at":1});
-    write_lines(
-        &env.home().join("daemon/timers.jsonl"),
+    env.seed_log(
+        "timers.jsonl",
         &[
             set("tm-a", "ops", LATER + 2000),
             set("tm-b", "qa", LATER + 1000),
@@ -70,7 +41,7 @@ async fn active_timers_are_listed_soonest_first_to_local_clients_and_devices() {
     seed(&env);
     let daemon = env.daemon().await;
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     let all = json!([
         timer("tm-b", "qa", LATER + 1000),
         timer("tm-a", "ops", LATER + 2000)
@@ -98,7 +69,7 @@ async fn a_cancelled_timer_stays_cancelled_and_done_ones_are_errors() {
     seed(&env);
     let mut daemon = env.daemon().await;
     let mut desk = daemon.client().await.unwrap();
-    let mut phone = device(&daemon, &mut desk).await;
+    let mut phone = daemon.paired_device(&mut desk).await.unwrap();
     let reply = phone
         .request(json!({"op":"timer_cancel","timer":"tm-a"}))
         .await
@@ -143,9 +114,8 @@ async fn a_cancelled_timer_stays_cancelled_and_done_ones_are_errors() {
 #[tokio::test]
 async fn a_timer_due_while_the_daemon_was_down_fires_once_at_start() {
     let env = TestHome::new();
-    agent(&env, "ops");
-    write_lines(
-        &env.home().join("daemon/timers.jsonl"),
+    env.agent("ops", &json!({"name": "ops", "cwd": env.project("ops")}));
+    env.seed_log("timers.jsonl",
         &[
             json!({"kind":"set","id":"tm-late","agent":"ops","session":"gone","fire_at":5,"body":"wake up","new_session":true,"at":1}),
         ],

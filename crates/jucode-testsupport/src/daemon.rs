@@ -212,6 +212,22 @@ impl Daemon {
     }
 
     /// `ws://<addr>/?token=<token>`, the token percent-encoded.
+    /// Pairs a device through `desk` (a local client: `pair_start`, then `POST /api/pair`) and
+    /// connects it; returns the device's client, greeted.
+    pub async fn paired_device(&self, desk: &mut Client) -> Result<Client> {
+        let pairing = desk
+            .request(serde_json::json!({"op": "pair_start"}))
+            .await?;
+        let body = serde_json::json!({"code": pairing["code"], "name": "phone"}).to_string();
+        let paired = crate::http(self.addr, "POST", "/api/pair", Some(body.as_bytes())).await?;
+        anyhow::ensure!(paired.status == 200, "pairing answered {}", paired.status);
+        let token = paired.json()?["token"]
+            .as_str()
+            .context("the pairing answer has no token")?
+            .to_string();
+        Client::connect_and_greet(&self.url(&token)).await
+    }
+
     pub fn url(&self, token: &str) -> String {
         format!(
             "ws://{}/?token={}",

@@ -38,6 +38,23 @@ impl TestHome {
         p
     }
 
+    /// An agent the daemon finds at start: `<home>/agents/<id>/agent.json` holding `config`
+    /// (`name` and `cwd` at least).
+    pub fn agent(&self, id: &str, config: &serde_json::Value) {
+        let dir = self.home().join("agents").join(id);
+        std::fs::create_dir_all(&dir).expect("an agent directory in the test's home");
+        std::fs::write(dir.join("agent.json"), config.to_string()).expect("write agent.json");
+    }
+
+    /// Writes `file` of the daemon's state directory (a log seeded before start), one JSON
+    /// value per line.
+    pub fn seed_log(&self, file: &str, lines: &[serde_json::Value]) {
+        let path = self.home().join("daemon").join(file);
+        std::fs::create_dir_all(self.home().join("daemon")).expect("the state directory");
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(path, text).expect("write a seeded log");
+    }
+
     /// The real daemon on this home, with the scripted engine ([`Daemon::start`]).
     pub async fn daemon(&self) -> Daemon {
         Daemon::start(&self.home())
