@@ -143,6 +143,15 @@ struct Known {
     sent_from: Option<String>,
 }
 
+/// One delivered message, as [`Messages::deliveries_from`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Delivery {
+    pub(crate) id: String,
+    pub(crate) session: String,
+    /// When it was delivered (milliseconds).
+    pub(crate) at: u64,
+}
+
 /// The fold of `messages.jsonl`, plus which sessions have a delivery whose turn has not
 /// begun ([`RunState`]).
 pub(crate) struct Messages {
@@ -151,6 +160,11 @@ pub(crate) struct Messages {
     pending: Vec<Pending>,
     known: HashMap<String, Known>,
     dedupe: HashMap<String, String>,
+    /// The sender (`from`) of every message recorded, by id: to index its delivery.
+    senders: HashMap<String, String>,
+    /// Deliveries by sender (`from`), in delivery order: a scheduled task's run sessions,
+    /// for its `last_session` and its usage.
+    by_sender: HashMap<String, Vec<Delivery>>,
     pub(crate) runs: RunState,
 }
 
@@ -162,6 +176,8 @@ impl Messages {
             pending: Vec::new(),
             known: HashMap::new(),
             dedupe: HashMap::new(),
+            senders: HashMap::new(),
+            by_sender: HashMap::new(),
             runs: RunState::default(),
         };
         for record in records {
@@ -188,6 +204,7 @@ impl Messages {
                 if let Some(key) = dedupe_key {
                     self.dedupe.insert(key, id.clone());
                 }
+                self.senders.insert(id.clone(), from.clone());
                 self.known.insert(
                     id.clone(),
                     Known {
@@ -205,8 +222,20 @@ impl Messages {
                     new_session,
                 });
             }
-            Record::Delivered { id, session, .. } => {
+            Record::Delivered { id, session, at } => {
                 self.pending.retain(|p| p.id != id);
+                if let Some(from) = self.senders.get(&id) {
+                    let list = self.by_sender.entry(from.clone()).or_default();
+                    // A second record for one message (never written, but read defensively)
+                    // is not a second delivery.
+                    if !list.iter().any(|d| d.id == id) {
+                        list.push(Delivery {
+                            id: id.clone(),
+                            session: session.clone(),
+                            at,
+                        });
+                    }
+                }
                 self.known.entry(id).or_default().delivered_to = Some(session);
             }
             Record::Undeliverable { id, .. } => self.pending.retain(|p| p.id != id),
@@ -234,6 +263,7 @@ impl Messages {
         if let Record::Message { id, dedupe_key, .. } = record {
             self.pending.retain(|p| p.id != *id);
             self.known.remove(id);
+            self.senders.remove(id);
             if let Some(key) = dedupe_key {
                 self.dedupe.remove(key);
             }
@@ -255,6 +285,14 @@ impl Messages {
             self.apply(record);
         }
         Ok(())
+    }
+
+    /// The deliveries of every message from `from` (its wire form, as `schedule:<id>`), oldest
+    /// first.
+    // Read by scheduled tasks and their usage (issue 13).
+    #[allow(dead_code)]
+    pub(crate) fn deliveries_from(&self, from: &str) -> &[Delivery] {
+        self.by_sender.get(from).map(Vec::as_slice).unwrap_or(&[])
     }
 
     pub(crate) fn has_pending(&self) -> bool {
@@ -374,4 +412,71 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: MessagesOp) -> Result<(), OpError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, from: &str) -> Record {
+        Record::Message {
+            id: id.into(),
+            to: "ops".into(),
+            from: from.into(),
+            body: "b".into(),
+            session: None,
+            reply_to: None,
+            dedupe_key: None,
+            new_session: false,
+            from_session: None,
+            at: 1,
+        }
+    }
+
+    fn delivered(id: &str, session: &str, at: u64) -> Record {
+        Record::Delivered {
+            id: id.into(),
+            session: session.into(),
+            at,
+        }
+    }
+
+    #[test]
+    fn deliveries_are_indexed_by_sender_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateDir::open(dir.path()).unwrap();
+        let mut messages = Messages::open(&store).unwrap();
+        messages
+            .append(vec![
+                message("m1", "schedule:sch-1"),
+                message("m2", "user"),
+                message("m3", "schedule:sch-1"),
+                message("m4", "schedule:sch-2"),
+                delivered("m1", "s-a", 10),
+                delivered("m2", "s-b", 11),
+                delivered("m3", "s-c", 12),
+                delivered("m3", "s-c", 13),
+            ])
+            .unwrap();
+        let want = vec![
+            Delivery {
+                id: "m1".into(),
+                session: "s-a".into(),
+                at: 10,
+            },
+            Delivery {
+                id: "m3".into(),
+                session: "s-c".into(),
+                at: 12,
+            },
+        ];
+        assert_eq!(messages.deliveries_from("schedule:sch-1"), want.as_slice());
+        // Recorded but not delivered yet: nothing listed.
+        assert!(messages.deliveries_from("schedule:sch-2").is_empty());
+        assert!(messages.deliveries_from("schedule:nope").is_empty());
+        drop(messages);
+        let reopened = Messages::open(&store).unwrap();
+        assert_eq!(reopened.deliveries_from("schedule:sch-1"), want.as_slice());
+        assert_eq!(reopened.deliveries_from("user").len(), 1);
+    }
 }
