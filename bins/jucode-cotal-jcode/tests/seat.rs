@@ -689,17 +689,14 @@ async fn launch_material_is_unlinked_and_absent_from_the_agent_env_and_control_s
     ];
     let cfg = LaunchConfig::from_env(vars, false).unwrap();
     assert!(!material.exists(), "launch material is unlinked once read");
-    let control = cfg.control.clone().unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let ctl = jucode_cotal::control::serve(&control, tx).unwrap();
+    assert!(cfg.control.is_some());
     let h = Scripted::new();
     let h2 = h.clone();
-    let run = tokio::spawn(async move {
-        seat::run(cfg, &h2, opts(), async move {
-            rx.recv().await;
-        })
-        .await
-    });
+    // The seat serves its control socket itself; only a control shutdown stops it here.
+    let run =
+        tokio::spawn(
+            async move { seat::run(cfg, &h2, opts(), std::future::pending::<()>()).await },
+        );
     let peer = Peer::connect(&server.url).await;
     until("presence", || async { peer.presence().await.is_some() }).await;
     let ctx = h.context.lock().unwrap().clone().unwrap();
@@ -737,7 +734,7 @@ async fn launch_material_is_unlinked_and_absent_from_the_agent_env_and_control_s
         peer.presence().await.is_none()
     })
     .await;
-    ctl.abort();
+    assert!(!sock.exists(), "the control socket is removed at stop");
     server.stop().await;
 }
 

@@ -1,5 +1,8 @@
 //! The manager's control socket: one NDJSON frame per connection,
-//! `{"token","op":"shutdown"}` → `{"ok":true}` then a clean stop. The token is
+//! `{"token","op":"shutdown"}` → `{"ok":true}` then a clean stop;
+//! `{"token","op":"run-turn","turn":{turn,run,step,text}}` hands the seat a
+//! workflow run turn (it rides the seat's next send, see [`crate::runturn`])
+//! → `{"ok":true}` once queued for the seat. The token is
 //! compared in constant time; a bad token drops the connection; the first frame
 //! is capped at 1 MiB and an idle connection is cut after 5 s.
 
@@ -14,13 +17,19 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::config::ControlConfig;
+use crate::runturn::RunTurn;
 use crate::{Error, Result};
 
 pub const MAX_FRAME: u64 = 1 << 20;
 pub const IDLE_CUT: Duration = Duration::from_secs(5);
 
-/// Bind the control socket; `shutdown` receives one `()` per accepted shutdown.
-pub fn serve(cfg: &ControlConfig, shutdown: mpsc::UnboundedSender<()>) -> Result<JoinHandle<()>> {
+/// Bind the control socket; `shutdown` receives one `()` per accepted
+/// shutdown, `run_turns` each run turn the manager hands the seat.
+pub fn serve(
+    cfg: &ControlConfig,
+    shutdown: mpsc::UnboundedSender<()>,
+    run_turns: mpsc::UnboundedSender<RunTurn>,
+) -> Result<JoinHandle<()>> {
     let path = cfg.socket.clone();
     if path.exists() {
         // A stale socket from a dead seat; only ever a socket file, never anything else.
@@ -46,12 +55,18 @@ pub fn serve(cfg: &ControlConfig, shutdown: mpsc::UnboundedSender<()>) -> Result
             };
             let token = token.clone();
             let tx = shutdown.clone();
-            tokio::spawn(async move { one(stream, &token, tx).await });
+            let turns = run_turns.clone();
+            tokio::spawn(async move { one(stream, &token, tx, turns).await });
         }
     }))
 }
 
-async fn one(stream: UnixStream, token: &str, tx: mpsc::UnboundedSender<()>) {
+async fn one(
+    stream: UnixStream,
+    token: &str,
+    tx: mpsc::UnboundedSender<()>,
+    turns: mpsc::UnboundedSender<RunTurn>,
+) {
     let (rd, mut wr) = stream.into_split();
     let mut reader = BufReader::new(rd.take(MAX_FRAME + 1));
     let mut line = String::new();
@@ -71,6 +86,8 @@ async fn one(stream: UnixStream, token: &str, tx: mpsc::UnboundedSender<()>) {
     let reply = if frame["op"] == json!("shutdown") {
         let _ = tx.send(());
         json!({"ok": true})
+    } else if frame["op"] == json!("run-turn") {
+        run_turn(&frame["turn"], &turns)
     } else if frame.get("event").is_some() {
         json!({"ok": false, "error": "jcode has no lifecycle hook relay"})
     } else {
@@ -80,6 +97,30 @@ async fn one(stream: UnixStream, token: &str, tx: mpsc::UnboundedSender<()>) {
     out.push('\n');
     let _ = wr.write_all(out.as_bytes()).await;
     let _ = wr.shutdown().await;
+}
+
+/// A run turn frame: four non-empty strings, nothing else.
+fn run_turn(v: &Value, turns: &mpsc::UnboundedSender<RunTurn>) -> Value {
+    let fields = ["turn", "run", "step", "text"];
+    let well_formed = v.as_object().is_some_and(|o| {
+        o.len() == fields.len()
+            && fields.iter().all(|f| {
+                o.get(*f)
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
+            })
+    });
+    let parsed = well_formed
+        .then(|| serde_json::from_value::<RunTurn>(v.clone()).ok())
+        .flatten();
+    match parsed {
+        Some(t) => match turns.send(t) {
+            Ok(()) => json!({"ok": true}),
+            Err(_) => json!({"ok": false, "error": "the seat is stopping"}),
+        },
+        None => json!({"ok": false,
+            "error": "run-turn needs a turn object of exactly turn, run, step and text, each a non-empty string"}),
+    }
 }
 
 /// Send one frame and read the reply (used by tests and operators).
@@ -116,7 +157,44 @@ mod tests {
             token: "good".into(),
         };
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let task = serve(&cfg, tx).unwrap();
+        let (ttx, mut trx) = mpsc::unbounded_channel();
+        let task = serve(&cfg, tx, ttx).unwrap();
+        let turn = json!({"turn": "t1", "run": "r", "step": "s", "text": "do it"});
+        let given = request(
+            &cfg.socket,
+            &json!({"token": "good", "op": "run-turn", "turn": turn}),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(given, json!({"ok": true}));
+        assert_eq!(trx.recv().await.unwrap().turn, "t1");
+        for bad_turn in [
+            json!({"turn": "t2", "run": "r", "step": "s"}),
+            json!({"turn": "", "run": "r", "step": "s", "text": "x"}),
+            json!({"turn": "t2", "run": "r", "step": "s", "text": "x", "extra": 1}),
+            json!("t2"),
+        ] {
+            let r = request(
+                &cfg.socket,
+                &json!({"token": "good", "op": "run-turn", "turn": bad_turn}),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            assert_eq!(r["ok"], false, "{bad_turn}");
+        }
+        let unauthorised = request(
+            &cfg.socket,
+            &json!({"token": "bad", "op": "run-turn", "turn": turn}),
+        )
+        .await
+        .unwrap();
+        assert!(unauthorised.is_none());
+        assert!(
+            trx.try_recv().is_err(),
+            "only the one good frame was queued"
+        );
         let bad = request(&cfg.socket, &json!({"token": "bad", "op": "shutdown"}))
             .await
             .unwrap();
@@ -147,7 +225,8 @@ mod tests {
             token: "t".into(),
         };
         let (tx, _rx) = mpsc::unbounded_channel();
-        let task = serve(&cfg, tx).unwrap();
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let task = serve(&cfg, tx, ttx).unwrap();
         let mut s = UnixStream::connect(&cfg.socket).await.unwrap();
         let mut buf = Vec::new();
         // Paused time auto-advances past the 5 s idle cut; the server closes.

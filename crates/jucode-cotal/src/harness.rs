@@ -80,6 +80,22 @@ impl JournalSource {
 pub trait Harness: Send + Sync + 'static {
     /// Run one turn with `text` as the user message and return when it ended.
     async fn send_turn(&self, text: &str) -> Result<(), TurnFailure>;
+    /// [`Harness::send_turn`], firing `accepted` once the harness accepted the
+    /// message (jcode: `message_accepted`); a send it never accepted drops
+    /// `accepted` unfired. What rides the message (workflow run turns) counts
+    /// as shown from that moment. The fallback knows acceptance only from a
+    /// turn that ended well, which is late but never wrong.
+    async fn send_turn_accepted(
+        &self,
+        text: &str,
+        accepted: oneshot::Sender<()>,
+    ) -> Result<(), TurnFailure> {
+        let res = self.send_turn(text).await;
+        if res.is_ok() {
+            let _ = accepted.send(());
+        }
+        res
+    }
     /// Inject `text` into the turn that is running now (jcode `soft_interrupt`),
     /// or run it as its own turn when none is open. An error means it was not
     /// accepted; the seat then queues the text for the next turn.

@@ -34,34 +34,20 @@ pub mod util;
 pub use error::{Error, Result};
 
 /// A whole seat process: the launch contract from this process's environment,
-/// the control socket and SIGTERM/SIGINT as the ways to stop it.
+/// SIGTERM/SIGINT (and the control socket, which [`seat::run`] serves) as the ways to stop it.
 pub async fn run_process(
     no_events: bool,
     factory: &dyn seat::HarnessFactory,
     opts: seat::SeatOptions,
 ) -> Result<()> {
     let cfg = config::LaunchConfig::from_env(std::env::vars(), no_events)?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let control = match &cfg.control {
-        Some(c) => Some(control::serve(c, tx.clone())?),
-        None => None,
-    };
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Error::Launch(format!("cannot watch SIGTERM: {e}")))?;
     let shutdown = async move {
         tokio::select! {
-            _ = rx.recv() => tracing::info!("shutdown requested on the control socket"),
             _ = term.recv() => tracing::info!("SIGTERM"),
             _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT"),
         }
     };
-    let socket = cfg.control.as_ref().map(|c| c.socket.clone());
-    let res = seat::run(cfg, factory, opts, shutdown).await;
-    if let Some(t) = control {
-        t.abort();
-    }
-    if let Some(s) = socket {
-        let _ = std::fs::remove_file(s);
-    }
-    res
+    seat::run(cfg, factory, opts, shutdown).await
 }

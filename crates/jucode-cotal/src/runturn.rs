@@ -74,6 +74,12 @@ impl Ledger {
         (!blocks.is_empty()).then(|| blocks.join("\n\n"))
     }
 
+    /// An unshown run turn waits for a send to ride: the seat starts a turn
+    /// for it even with no mail.
+    pub fn wants_send(&self) -> bool {
+        self.open.iter().any(|e| !e.shown && e.riding.is_none())
+    }
+
     /// The Harness accepted send `send`: what rode it is shown. Returns those ids.
     pub fn accepted(&mut self, send: u64) -> Vec<String> {
         let mut shown = Vec::new();
@@ -153,7 +159,9 @@ mod tests {
         assert!(l.yield_refusal("a").unwrap().contains("not been shown"));
         // While send 1 is unanswered, a second send does not carry it twice.
         assert_eq!(l.carry(2), None);
+        assert!(!l.wants_send());
         l.not_accepted(1);
+        assert!(l.wants_send());
         assert!(
             l.carry(3).is_some(),
             "carried again after a send never accepted"

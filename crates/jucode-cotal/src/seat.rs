@@ -15,7 +15,7 @@ use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy};
 use async_nats::jetstream::message::Acker;
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::config::LaunchConfig;
@@ -26,6 +26,7 @@ use crate::inbox::{self, ChannelMode, Inbox, Item, Kind, Offer};
 use crate::mesh::{ACK_WAIT, Mesh};
 use crate::presence::{self, Condition, HEARTBEAT, PresenceState, Status};
 use crate::relay::{self, McpLaunch};
+use crate::runturn::{Ledger, RunTurn};
 use crate::subject::{self, Delivery};
 use crate::util::now_ms;
 use crate::{Error, Result};
@@ -137,6 +138,12 @@ pub(crate) struct State {
     interrupt_failed: bool,
     reconnecting: bool,
     pub mesh_ready: bool,
+    /// Workflow run turns the manager handed the seat, riding its own sends.
+    pub(crate) runturns: Ledger,
+    /// Sends that started a Cotal-owned turn, numbered for the ledger.
+    sends: u64,
+    /// Shown run turns whose automatic `done` yield is out.
+    auto_yielding: BTreeSet<String>,
 }
 
 /// The shared seat. Tools and the driver loop both work on it; the mutex is
@@ -175,6 +182,37 @@ pub async fn run(
     opts: SeatOptions,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<()> {
+    let (stop_tx, mut stop_rx) = mpsc::unbounded_channel();
+    let (turn_tx, turn_rx) = mpsc::unbounded_channel();
+    // The manager's control socket: a shutdown, or a run turn for the seat.
+    let control = match &cfg.control {
+        Some(c) => Some(crate::control::serve(c, stop_tx, turn_tx)?),
+        None => None,
+    };
+    let socket = cfg.control.as_ref().map(|c| c.socket.clone());
+    let shutdown = async move {
+        tokio::select! {
+            _ = shutdown => {}
+            Some(()) = stop_rx.recv() => tracing::info!("shutdown requested on the control socket"),
+        }
+    };
+    let res = run_seat(cfg, factory, opts, shutdown, turn_rx).await;
+    if let Some(t) = control {
+        t.abort();
+    }
+    if let Some(s) = socket {
+        let _ = std::fs::remove_file(s);
+    }
+    res
+}
+
+async fn run_seat(
+    cfg: LaunchConfig,
+    factory: &dyn HarnessFactory,
+    opts: SeatOptions,
+    shutdown: impl std::future::Future<Output = ()>,
+    run_turns: mpsc::UnboundedReceiver<RunTurn>,
+) -> Result<()> {
     let mesh = Mesh::connect(&cfg).await?;
     tracing::info!(space = %cfg.space, principal = %cfg.principal.dot(), "connected to the mesh");
     let seat = Seat::new(cfg, mesh, opts);
@@ -194,7 +232,10 @@ pub async fn run(
         mcp,
     };
     let harness = factory.start(ctx).await?;
-    let result = seat.clone().serve(harness.clone(), shutdown).await;
+    let result = seat
+        .clone()
+        .serve(harness.clone(), shutdown, run_turns)
+        .await;
     harness.shutdown().await;
     relay.stop();
     result
@@ -230,6 +271,9 @@ impl Seat {
                 interrupt_failed: false,
                 reconnecting: false,
                 mesh_ready: false,
+                runturns: Ledger::default(),
+                sends: 0,
+                auto_yielding: BTreeSet::new(),
             }),
             kick: Notify::new(),
             presence_kick: Notify::new(),
@@ -265,6 +309,7 @@ impl Seat {
         self: Arc<Self>,
         harness: Arc<dyn Harness>,
         shutdown: impl std::future::Future<Output = ()>,
+        run_turns: mpsc::UnboundedReceiver<RunTurn>,
     ) -> Result<()> {
         let _ = self.harness.set(harness.clone());
         // Subscribed before presence can bind: the startup turn's signals follow the bind.
@@ -312,7 +357,7 @@ impl Seat {
 
         let result = self
             .clone()
-            .drive(harness.clone(), signals, shutdown, emitter)
+            .drive(harness.clone(), signals, shutdown, emitter, run_turns)
             .await;
         for t in tasks {
             t.abort();
@@ -712,6 +757,7 @@ impl Seat {
         mut signals: tokio::sync::broadcast::Receiver<HarnessSignal>,
         shutdown: impl std::future::Future<Output = ()>,
         mut emitter: Option<Emitting>,
+        mut run_turns: mpsc::UnboundedReceiver<RunTurn>,
     ) -> Result<()> {
         let (turn_tx, mut turn_rx) = mpsc::unbounded_channel::<Result<(), TurnFailure>>();
         let (int_tx, mut int_rx) = mpsc::unbounded_channel::<SteerEvent>();
@@ -733,6 +779,12 @@ impl Seat {
                     return Ok(());
                 }
                 _ = self.kick.notified() => {}
+                Some(t) = run_turns.recv() => {
+                    let id = t.turn.clone();
+                    if self.state().runturns.offer(t) {
+                        tracing::info!(turn = %id, "workflow run turn offered; it rides the next turn");
+                    }
+                }
                 Some(res) = turn_rx.recv() => self.turn_ended(res).await,
                 Some(ev) = int_rx.recv() => self.interrupt_event(ev).await,
                 sig = signals.recv() => match sig {
@@ -782,7 +834,7 @@ impl Seat {
 
     /// Decide what to do now; spawns the turn or interrupt it starts.
     fn step(
-        &self,
+        self: &Arc<Self>,
         harness: &Arc<dyn Harness>,
         turn_tx: &mpsc::UnboundedSender<Result<(), TurnFailure>>,
         int_tx: &mpsc::UnboundedSender<SteerEvent>,
@@ -793,7 +845,7 @@ impl Seat {
         }
         match st.busy {
             Busy::Idle => {
-                if st.retry_at.is_some() || !st.inbox.wants_turn() {
+                if st.retry_at.is_some() || !(st.inbox.wants_turn() || st.runturns.wants_send()) {
                     return;
                 }
                 let (items, mention) = st.inbox.begin_turn();
@@ -809,6 +861,15 @@ impl Seat {
                     }
                     text.push_str(&inbox::mention_notice(st.inbox.counts().1));
                 }
+                // Run turns ride this send; shown once the harness accepts it.
+                st.sends += 1;
+                let send = st.sends;
+                if let Some(block) = st.runturns.carry(send) {
+                    if !text.is_empty() {
+                        text.push_str("\n\n");
+                    }
+                    text.push_str(&block);
+                }
                 st.busy = Busy::Ours;
                 st.interrupt_failed = false;
                 st.presence.condition = None;
@@ -818,8 +879,25 @@ impl Seat {
                 self.touch_presence();
                 let h = harness.clone();
                 let tx = turn_tx.clone();
+                let seat = self.clone();
                 tokio::spawn(async move {
-                    let _ = tx.send(h.send_turn(&text).await);
+                    let (accepted, was_accepted) = oneshot::channel();
+                    let ledger = tokio::spawn(async move {
+                        let ok = was_accepted.await.is_ok();
+                        let mut st = seat.state();
+                        if ok {
+                            let shown = st.runturns.accepted(send);
+                            if !shown.is_empty() {
+                                tracing::info!(turns = ?shown, "workflow run turns shown");
+                            }
+                        } else {
+                            st.runturns.not_accepted(send);
+                        }
+                    });
+                    let res = h.send_turn_accepted(&text, accepted).await;
+                    // The ledger is settled before the seat hears the turn ended.
+                    let _ = ledger.await;
+                    let _ = tx.send(res);
                 });
             }
             Busy::Ours | Busy::Foreign => {
@@ -871,7 +949,7 @@ impl Seat {
         }
     }
 
-    async fn turn_ended(&self, res: Result<(), TurnFailure>) {
+    async fn turn_ended(self: &Arc<Self>, res: Result<(), TurnFailure>) {
         let now = now_ms();
         let acks = {
             let mut st = self.state();
@@ -891,6 +969,9 @@ impl Seat {
             }
         };
         self.hint(RunHint::TurnEnded { ok: res.is_ok() });
+        if res.is_ok() {
+            self.auto_yield();
+        }
         ack_all(acks).await;
         self.touch_presence();
     }
@@ -1001,6 +1082,43 @@ impl Seat {
         ack_all(acks).await;
         self.touch_presence();
         self.kick();
+    }
+
+    /// Ending a host turn yields `done` for each run turn it showed that the
+    /// agent did not settle itself; a failed yield stays open for the next end.
+    fn auto_yield(self: &Arc<Self>) {
+        let due: Vec<String> = {
+            let mut st = self.state();
+            let due: Vec<String> = st
+                .runturns
+                .open_shown()
+                .into_iter()
+                .filter(|t| !st.auto_yielding.contains(t))
+                .collect();
+            st.auto_yielding.extend(due.iter().cloned());
+            due
+        };
+        for turn in due {
+            let seat = self.clone();
+            tokio::spawn(async move {
+                let args = serde_json::json!({"status": "done", "turn": turn});
+                let res = seat
+                    .manager
+                    .call(&seat.mesh, &seat.cfg, "turn-yield", args)
+                    .await;
+                let mut st = seat.state();
+                st.auto_yielding.remove(&turn);
+                match res {
+                    Ok(_) => {
+                        st.runturns.settle(&turn);
+                        tracing::info!(turn = %turn, "workflow run turn yielded done as its turn ended");
+                    }
+                    Err(e) => {
+                        tracing::warn!(turn = %turn, error = %e, "automatic yield failed; the run turn stays open")
+                    }
+                }
+            });
+        }
     }
 
     fn hint(&self, h: RunHint) {

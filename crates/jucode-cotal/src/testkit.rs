@@ -30,6 +30,11 @@ pub enum Step {
         code: Option<String>,
         message: String,
     },
+    /// The harness refuses the message itself: it is never accepted.
+    Refuse {
+        code: Option<String>,
+        message: String,
+    },
 }
 
 type Outcome = Result<(), TurnFailure>;
@@ -181,7 +186,9 @@ impl Scripted {
                 self.release.notified().await;
                 Err(TurnFailure { code, message })
             }
-            Step::Fail { code, message } => Err(TurnFailure { code, message }),
+            Step::Fail { code, message } | Step::Refuse { code, message } => {
+                Err(TurnFailure { code, message })
+            }
         }
     }
 
@@ -204,16 +211,22 @@ impl Scripted {
     }
 }
 
-#[async_trait]
-impl Harness for Scripted {
-    async fn send_turn(&self, text: &str) -> Result<(), TurnFailure> {
+impl Scripted {
+    /// One turn the seat started; `accepted` fires unless the step refuses the message.
+    async fn run_turn(&self, text: &str, accepted: Option<oneshot::Sender<()>>) -> Outcome {
         let turn = self.turn_lock.clone().lock_owned().await;
         let step = {
             let mut g = self.lock();
             g.turns.push(text.to_string());
-            g.running = true;
             g.steps.pop_front().unwrap_or(Step::Succeed)
         };
+        if let Step::Refuse { .. } = step {
+            return self.play(step).await;
+        }
+        self.lock().running = true;
+        if let Some(a) = accepted {
+            let _ = a.send(());
+        }
         self.journal_line("user", text);
         let res = self.play(step).await;
         if res.is_ok() {
@@ -235,6 +248,21 @@ impl Harness for Scripted {
             });
         }
         res
+    }
+}
+
+#[async_trait]
+impl Harness for Scripted {
+    async fn send_turn(&self, text: &str) -> Result<(), TurnFailure> {
+        self.run_turn(text, None).await
+    }
+
+    async fn send_turn_accepted(
+        &self,
+        text: &str,
+        accepted: oneshot::Sender<()>,
+    ) -> Result<(), TurnFailure> {
+        self.run_turn(text, Some(accepted)).await
     }
 
     async fn soft_interrupt(&self, text: &str) -> Result<Steered, TurnFailure> {

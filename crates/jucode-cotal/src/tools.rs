@@ -511,11 +511,29 @@ pub async fn dispatch(seat: &Arc<Seat>, name: &str, args: Map<String, Value>) ->
         }
         "cotal_persona" => manager_tool(seat, "define-persona", args).await,
         "cotal_personas" => manager_tool(seat, "personas", args).await,
-        "cotal_yield" => manager_tool(seat, "turn-yield", args).await,
+        "cotal_yield" => yield_turn(seat, args).await,
         "cotal_run" => manager_tool(seat, "run", args).await,
         "cotal_feedback" => manager_tool(seat, "feedback", args).await,
         _ => err(format!("unknown tool {name}")),
     }
+}
+
+/// `cotal_yield` naming a run turn: only one the seat was shown (the send
+/// carrying it accepted) and has not settled; the manager's answer settles it.
+async fn yield_turn(seat: &Arc<Seat>, args: Map<String, Value>) -> ToolResult {
+    let turn = args.get("turn").and_then(Value::as_str).map(str::to_string);
+    if let Some(t) = &turn
+        && let Some(why) = seat.state().runturns.yield_refusal(t)
+    {
+        return err(format!("{why}; nothing was sent to the manager"));
+    }
+    let res = manager_tool(seat, "turn-yield", args).await;
+    if let Some(t) = &turn
+        && !res.is_error
+    {
+        seat.state().runturns.settle(t);
+    }
+    res
 }
 
 async fn manager_tool(seat: &Arc<Seat>, command: &str, args: Map<String, Value>) -> ToolResult {

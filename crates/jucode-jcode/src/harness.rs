@@ -415,6 +415,19 @@ impl Harness for JcodeHarness {
         self.shared.turn(text, |_| false).await.map(drop)
     }
 
+    async fn send_turn_accepted(
+        &self,
+        text: &str,
+        accepted: tokio::sync::oneshot::Sender<()>,
+    ) -> std::result::Result<(), TurnFailure> {
+        let mut gate = self.shared.startup_gate.subscribe();
+        let _ = gate.wait_for(|done| *done).await;
+        self.shared
+            .turn_accepted(text, |_| false, Some(accepted))
+            .await
+            .map(drop)
+    }
+
     async fn soft_interrupt(&self, text: &str) -> std::result::Result<Steered, TurnFailure> {
         let fail = |m: String| TurnFailure {
             code: None,

@@ -10,7 +10,6 @@
 //! when jcode is missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +19,11 @@ use jucode_cotal::relay::McpLaunch;
 use jucode_cotal::seat::{HarnessContext, HarnessFactory};
 use jucode_jcode::harness::JcodeFactory;
 use jucode_jcode::home::PrivateHome;
-use jucode_jcode::instance::{LaunchRecord, alive, recorded_daemons};
+use jucode_jcode::instance::{LaunchRecord, alive};
 use jucode_testsupport::fake_model::FakeModel;
+
+mod common;
+use common::tree;
 
 const GUARD: Duration = Duration::from_secs(240);
 
@@ -76,40 +78,18 @@ impl Setup {
         }
     }
     fn ctx(&self, name: &str, jcode: &[(&str, &str)]) -> HarnessContext {
-        let mut j = BTreeMap::new();
-        j.insert(
-            "COTAL_JCODE_BIN".to_string(),
-            jcode_bin().display().to_string(),
-        );
-        j.insert(
-            "COTAL_JCODE_HOME".to_string(),
-            self.ws.path().display().to_string(),
-        );
-        j.insert("COTAL_JCODE_TUI".to_string(), "0".to_string());
-        for (k, v) in jcode {
-            j.insert(k.to_string(), v.to_string());
-        }
-        HarnessContext {
-            space: "dev".into(),
-            name: name.into(),
-            role: None,
-            model: None,
-            variant: None,
-            agent_file: None,
-            workspace_root: Some(self.ws.path().to_path_buf()),
-            jcode: j,
-            agent_env: vec![
-                ("PATH".into(), "/usr/bin:/bin".into()),
-                ("HOME".into(), self.op.path().display().to_string()),
-            ],
-            mcp: McpLaunch {
-                command: PathBuf::from(env!("CARGO_BIN_EXE_jucode-fake-cotal-mcp")),
-                args: vec![],
-                socket: self.ws.path().join("unused.sock"),
-                token: "unused".into(),
-                config: format!("{{\"log\":\"{}\"}}", self.mcp_log.display()),
-            },
-        }
+        let agent_env = vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("HOME".into(), self.op.path().display().to_string()),
+        ];
+        let mcp = McpLaunch {
+            command: PathBuf::from(env!("CARGO_BIN_EXE_jucode-fake-cotal-mcp")),
+            args: vec![],
+            socket: self.ws.path().join("unused.sock"),
+            token: "unused".into(),
+            config: format!("{{\"log\":\"{}\"}}", self.mcp_log.display()),
+        };
+        common::context(self.ws.path(), name, &jcode_bin(), agent_env, jcode, mcp)
     }
     fn home(&self, name: &str) -> PrivateHome {
         PrivateHome::prepare(self.ws.path(), "dev", name).unwrap()
@@ -134,14 +114,6 @@ async fn start(f: &JcodeFactory, ctx: HarnessContext) -> Arc<dyn Harness> {
             panic!("start failed: {e}; fatal {:?}\n{logs}", f.fatal_line())
         }
     }
-}
-
-fn tree(home: &PrivateHome) -> Vec<u32> {
-    let mut pids = recorded_daemons(home);
-    if let Some(rec) = LaunchRecord::read(home).unwrap() {
-        pids.extend(rec.bridge_pid);
-    }
-    pids
 }
 
 fn read_logs(dir: &Path) -> String {
@@ -179,7 +151,12 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
     let _ = h.signals();
 
     h.joined();
-    h.send_turn("USE_TOOL now").await.unwrap();
+    // The real jcode's message_accepted fires the hook run turns are shown by.
+    let (accepted, was_accepted) = tokio::sync::oneshot::channel();
+    h.send_turn_accepted("USE_TOOL now", accepted)
+        .await
+        .unwrap();
+    assert!(was_accepted.await.is_ok(), "jcode accepted the message");
     let reqs = s.provider.jcode_requests();
     assert!(
         reqs.iter()

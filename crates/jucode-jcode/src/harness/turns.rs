@@ -10,7 +10,18 @@ impl Shared {
     pub(super) async fn turn(
         self: &Arc<Self>,
         text: &str,
+        on_tool: impl FnMut(&TurnEv) -> bool + Send,
+    ) -> std::result::Result<bool, TurnFailure> {
+        self.turn_accepted(text, on_tool, None).await
+    }
+
+    /// [`Shared::turn`], firing `accepted` on jcode's `message_accepted` for
+    /// this message (dropped unfired when jcode never accepted it).
+    pub(super) async fn turn_accepted(
+        self: &Arc<Self>,
+        text: &str,
         mut on_tool: impl FnMut(&TurnEv) -> bool + Send,
+        mut accepted: Option<tokio::sync::oneshot::Sender<()>>,
     ) -> std::result::Result<bool, TurnFailure> {
         let guard = self.turn_lock.clone().lock_owned().await;
         let Some(client) = self.client().await else {
@@ -20,7 +31,10 @@ impl Shared {
             });
         };
         let mut carried = Vec::new();
-        let res = match self.run_one(&client, text, &mut on_tool).await {
+        let res = match self
+            .run_one(&client, text, &mut on_tool, &mut accepted)
+            .await
+        {
             Ok(RunEnd::Early(mut rx)) => {
                 let me = self.clone();
                 tokio::spawn(async move {
@@ -182,7 +196,7 @@ impl Shared {
                 .collect::<Vec<_>>()
                 .join("\n\n");
             carried.extend(missing.into_iter().map(|a| a.carried));
-            match self.run_one(client, &text, &mut |_| false).await {
+            match self.run_one(client, &text, &mut |_| false, &mut None).await {
                 Ok(RunEnd::Done(m)) => mark = m,
                 Ok(RunEnd::Early(_)) => return Ok(()),
                 Err(f) => {
@@ -200,6 +214,7 @@ impl Shared {
         client: &Client,
         text: &str,
         on_tool: &mut (dyn FnMut(&TurnEv) -> bool + Send),
+        accepted: &mut Option<tokio::sync::oneshot::Sender<()>>,
     ) -> std::result::Result<RunEnd, TurnFailure> {
         lock(&self.steering).open = true;
         self.foreign.store(false, Ordering::SeqCst);
@@ -246,7 +261,11 @@ impl Shared {
                             break Err(stop.failure());
                         }
                         Some(TurnEv::Closed) | None => break Err(TurnFailure { code: None, message: "the Harness connection closed during the turn".into() }),
-                        Some(TurnEv::Accepted) => {}
+                        Some(TurnEv::Accepted) => {
+                            if let Some(a) = accepted.take() {
+                                let _ = a.send(());
+                            }
+                        }
                         Some(ev) => {
                             progressed = true;
                             if on_tool(&ev) {

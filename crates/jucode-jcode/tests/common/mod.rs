@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,37 +54,21 @@ impl Env {
         for (k, v) in extra {
             agent_env.push((k.to_string(), v.to_string()));
         }
-        let mut j = BTreeMap::new();
-        j.insert(
-            "COTAL_JCODE_BIN".to_string(),
-            env!("CARGO_BIN_EXE_jucode-fake-jcode").to_string(),
-        );
-        j.insert(
-            "COTAL_JCODE_HOME".to_string(),
-            self.ws.path().display().to_string(),
-        );
-        j.insert("COTAL_JCODE_TUI".to_string(), "0".to_string());
-        for (k, v) in jcode {
-            j.insert(k.to_string(), v.to_string());
-        }
-        HarnessContext {
-            space: "dev".into(),
-            name: name.into(),
-            role: None,
-            model: None,
-            variant: None,
-            agent_file: None,
-            workspace_root: Some(self.ws.path().to_path_buf()),
-            jcode: j,
+        let mcp = McpLaunch {
+            command: PathBuf::from("/bin/true"),
+            args: vec!["mcp-bridge".into()],
+            socket: self.ws.path().join("relay.sock"),
+            token: "t".into(),
+            config: "{}".into(),
+        };
+        context(
+            self.ws.path(),
+            name,
+            Path::new(env!("CARGO_BIN_EXE_jucode-fake-jcode")),
             agent_env,
-            mcp: McpLaunch {
-                command: PathBuf::from("/bin/true"),
-                args: vec!["mcp-bridge".into()],
-                socket: self.ws.path().join("relay.sock"),
-                token: "t".into(),
-                config: "{}".into(),
-            },
-        }
+            jcode,
+            mcp,
+        )
     }
     pub fn factory(&self) -> JcodeFactory {
         JcodeFactory {
@@ -113,6 +97,37 @@ impl Env {
                     && r["content"].as_str().unwrap_or("").contains(needle)
             })
             .count()
+    }
+}
+
+/// A seat's context for the jcode at `bin`: space `dev`, headless, the
+/// private homes under the workspace `ws`, `jcode` overriding the defaults.
+pub fn context(
+    ws: &Path,
+    name: &str,
+    bin: &Path,
+    agent_env: Vec<(String, String)>,
+    jcode: &[(&str, &str)],
+    mcp: McpLaunch,
+) -> HarnessContext {
+    let mut j = BTreeMap::new();
+    j.insert("COTAL_JCODE_BIN".to_string(), bin.display().to_string());
+    j.insert("COTAL_JCODE_HOME".to_string(), ws.display().to_string());
+    j.insert("COTAL_JCODE_TUI".to_string(), "0".to_string());
+    for (k, v) in jcode {
+        j.insert(k.to_string(), v.to_string());
+    }
+    HarnessContext {
+        space: "dev".into(),
+        name: name.into(),
+        role: None,
+        model: None,
+        variant: None,
+        agent_file: None,
+        workspace_root: Some(ws.to_path_buf()),
+        jcode: j,
+        agent_env,
+        mcp,
     }
 }
 
