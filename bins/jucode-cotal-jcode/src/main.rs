@@ -1,6 +1,6 @@
 //! `jucode-cotal-jcode`: one Cotal seat for jcode; with `mcp-bridge` the stdio
 //! MCP bridge jcode spawns as its `cotal` server; with `models` the operator's
-//! declared jcode model catalog.
+//! declared jcode model catalog (`--json`: what the extension's `listModels` returns).
 //!
 //! Thin: arguments here; the mesh side is `jucode_cotal`, the jcode side
 //! (the private instance over the Harness API) is `jucode_jcode`. What the spec
@@ -11,7 +11,7 @@ mod refusal;
 
 fn usage() -> ! {
     eprintln!(
-        "usage: jucode-cotal-jcode [--no-events] | jucode-cotal-jcode mcp-bridge | jucode-cotal-jcode models"
+        "usage: jucode-cotal-jcode [--no-events] | jucode-cotal-jcode mcp-bridge | jucode-cotal-jcode models [--json]"
     );
     std::process::exit(2)
 }
@@ -45,10 +45,12 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some("models") => {
-            if args.len() != 1 {
-                usage();
-            }
-            std::process::exit(jucode_jcode::run_models())
+            let json = match &args[1..] {
+                [] => false,
+                [flag] if flag == "--json" => true,
+                _ => usage(),
+            };
+            std::process::exit(jucode_jcode::run_models(json))
         }
         Some("-h") | Some("--help") => usage(),
         _ => {

@@ -63,13 +63,18 @@ pub fn run_seat(no_events: bool) -> i32 {
 }
 
 /// `models`: the operator's declared catalog; returns the process exit code.
-pub fn run_models() -> i32 {
+pub fn run_models(json: bool) -> i32 {
     let env: Vec<(String, String)> = std::env::vars().collect();
     let Some(home) = fork::operator_home(&env, None) else {
         eprintln!("[cotal-jcode] models: neither JCODE_HOME nor HOME is set");
         return 1;
     };
-    match models::list(&home) {
+    let listed = if json {
+        models::list_json(&home).map(|v| format!("{v}\n"))
+    } else {
+        models::list(&home)
+    };
+    match listed {
         Ok(s) => {
             print!("{s}");
             0

@@ -91,6 +91,37 @@ pub fn list(jcode_home: &Path) -> Result<String> {
     Ok(render(&parse_catalog(&text)?))
 }
 
+/// The same catalog as JSON, in the shape the manager's `listModels` returns
+/// (`{source, models: [{id, provider, variants: [{name, options}]}]}`); each
+/// declared tier carries the caveat in its options, so no reader can take it
+/// for a capability the provider confirmed.
+pub fn list_json(jcode_home: &Path) -> Result<serde_json::Value> {
+    let p = jcode_home.join("config.toml");
+    let text = std::fs::read_to_string(&p).map_err(|e| Error::io(&p, e))?;
+    Ok(catalog_json(&parse_catalog(&text)?, &p))
+}
+
+pub fn catalog_json(models: &[Declared], source: &Path) -> serde_json::Value {
+    let models: Vec<serde_json::Value> = models
+        .iter()
+        .map(|m| {
+            let mut o = serde_json::json!({"id": m.id, "provider": m.provider});
+            if !m.efforts.is_empty() {
+                o["variants"] = m
+                    .efforts
+                    .iter()
+                    .map(|e| {
+                        serde_json::json!({"name": e, "options": {
+                            "declared": true, "providerVerified": false, "note": CAVEAT}})
+                    })
+                    .collect();
+            }
+            o
+        })
+        .collect();
+    serde_json::json!({"source": source.display().to_string(), "models": models})
+}
+
 pub fn render(models: &[Declared]) -> String {
     let mut s = String::new();
     if models.is_empty() {
@@ -135,6 +166,15 @@ type = "openai-compatible"
         );
         assert!(out.contains("fake\tfake-model-2\n"));
         assert!(!out.contains("other"));
+        let j = catalog_json(&m, Path::new("/h/config.toml"));
+        assert_eq!(
+            j,
+            serde_json::json!({"source": "/h/config.toml", "models": [
+                {"id": "fake-model", "provider": "fake", "variants": [
+                    {"name": "low", "options": {"declared": true, "providerVerified": false, "note": CAVEAT}},
+                    {"name": "high", "options": {"declared": true, "providerVerified": false, "note": CAVEAT}}]},
+                {"id": "fake-model-2", "provider": "fake"}]})
+        );
     }
 
     #[test]

@@ -4,9 +4,10 @@
  * repository's README describes.
  */
 
+import { execFileSync } from "node:child_process";
 import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join, resolve } from "node:path";
-import type { Connector, LaunchOpts, LaunchSpec } from "./contract.js";
+import type { Connector, LaunchOpts, LaunchSpec, ModelCatalog, ModelInfo } from "./contract.js";
 import { identityEnv, launchEnv, writeLaunchDir, type LaunchMaterial } from "./launch-env.js";
 import { refuse, refuseLaunch } from "./refusals.js";
 import { readResumeRecord, resumeRecordPath, seatHome } from "./seat-home.js";
@@ -210,6 +211,60 @@ export function buildLaunchIn(opts: LaunchOpts, ctx: BuildContext): LaunchSpec {
   return spec;
 }
 
+/**
+ * `cotal models --agent jcode-rs`: the catalog the operator's jcode `config.toml` declares, read
+ * by the seat binary (`jucode-cotal-jcode models --json`, the same parser a launch uses) so the
+ * two never disagree. Each tier's options say it is declared, not provider-verified. Fails loud
+ * (throws) when the binary is missing or refuses the file; `refresh` changes nothing, since this
+ * is a local declaration and never a live probe.
+ */
+export function listModelsIn(ctx: BuildContext): ModelCatalog {
+  const command = ctx.env.JUCODE_COTAL_JCODE_BIN ?? findOnPath(SEAT_BINARY, ctx.env.PATH);
+  if (!command) throw new Error(`${SEAT_BINARY} is not on PATH (or set JUCODE_COTAL_JCODE_BIN)`);
+  let out: string;
+  try {
+    out = execFileSync(command, ["models", "--json"], {
+      env: ctx.env,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+      timeout: 20_000,
+    });
+  } catch (e) {
+    const stderr = (e as { stderr?: string }).stderr?.trim();
+    throw new Error(`jcode model catalog: ${stderr || String(e)}`);
+  }
+  return parseCatalog(out);
+}
+
+/** The binary's JSON, checked field by field before the manager sees it. */
+export function parseCatalog(text: string): ModelCatalog {
+  const v = JSON.parse(text) as unknown;
+  const bad = (why: string): never => {
+    throw new Error(`jcode model catalog: ${why}`);
+  };
+  if (!v || typeof v !== "object" || Array.isArray(v)) bad("not an object");
+  const o = v as Record<string, unknown>;
+  if (typeof o.source !== "string") bad("no source");
+  if (!Array.isArray(o.models)) bad("no models list");
+  const models = (o.models as unknown[]).map((m, i): ModelInfo => {
+    const r = (m ?? {}) as Record<string, unknown>;
+    if (typeof r.id !== "string" || !r.id) bad(`models[${i}].id is missing`);
+    if (typeof r.provider !== "string") bad(`models[${i}].provider is missing`);
+    const info: ModelInfo = { id: r.id as string, provider: r.provider as string };
+    if (r.variants !== undefined) {
+      if (!Array.isArray(r.variants)) bad(`models[${i}].variants is not a list`);
+      info.variants = (r.variants as unknown[]).map((x, j) => {
+        const t = (x ?? {}) as Record<string, unknown>;
+        if (typeof t.name !== "string" || !t.name) bad(`models[${i}].variants[${j}].name is missing`);
+        const opts = (t.options ?? {}) as Record<string, unknown>;
+        return { name: t.name as string, options: { ...opts } };
+      });
+    }
+    return info;
+  });
+  return { source: o.source as string, models };
+}
+
 /** The Cotal connector for the Rust jcode seat. */
 export const jcodeRsConnector: Connector = {
   kind: "connector",
@@ -226,4 +281,5 @@ export const jcodeRsConnector: Connector = {
   eventChannel: ({ owner, actor }) => `events.${owner}.${actor}`,
   launchHint: "starting a private jcode instance and proving cotal_orientation before joining (up to 3 minutes)",
   buildLaunch: (opts) => buildLaunchIn(opts, hostContext()),
+  listModels: () => listModelsIn(hostContext()),
 };

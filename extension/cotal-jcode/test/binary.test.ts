@@ -5,10 +5,11 @@
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { createServer } from "node:net";
 import { describe, it } from "node:test";
-import { buildLaunchIn } from "../src/extension.js";
+import { buildLaunchIn, jcodeRsConnector, listModelsIn, parseCatalog } from "../src/extension.js";
 import { REFUSALS, type RefusalKey } from "../src/refusals.js";
 import { fixture, sandbox } from "./support.js";
 
@@ -78,5 +79,35 @@ describe("jucode-cotal-jcode takes the launch buildLaunch makes", { skip }, () =
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, new RegExp(`cannot connect to nats://127\\.0\\.0\\.1:${port}`));
     assert.ok(!existsSync(material), "the seat read the launch material once and unlinked it");
+  });
+});
+
+describe("listModels reads the declared catalog through the seat binary", { skip }, () => {
+  const caveat = { declared: true, providerVerified: false, note: "variants (declared, not provider-verified)" };
+  it("returns the catalog as the manager's ModelCatalog, each tier marked declared", () => {
+    const sb = sandbox();
+    writeFileSync(
+      join(sb.operatorHome, ".jcode", "config.toml"),
+      '[providers.fake]\nmodel_catalog = true\n[[providers.fake.models]]\nid = "m1"\nreasoning_efforts = ["low", "high"]\n[[providers.fake.models]]\nid = "m2"\n[providers.off]\ntype = "openai-compatible"\n',
+    );
+    const env = { PATH: "/usr/bin:/bin", HOME: sb.operatorHome, JUCODE_COTAL_JCODE_BIN: bin };
+    assert.ok(jcodeRsConnector.listModels, "the connector declares listModels");
+    assert.deepEqual(listModelsIn({ env, cwd: sb.workspace, platform: "linux" }), {
+      source: join(sb.operatorHome, ".jcode", "config.toml"),
+      models: [
+        { id: "m1", provider: "fake", variants: [{ name: "low", options: caveat }, { name: "high", options: caveat }] },
+        { id: "m2", provider: "fake" },
+      ],
+    });
+  });
+  it("fails loud on a catalog without models, naming the provider", () => {
+    const sb = sandbox();
+    writeFileSync(join(sb.operatorHome, ".jcode", "config.toml"), "[providers.x]\nmodel_catalog = true\n");
+    const env = { PATH: "/usr/bin:/bin", HOME: sb.operatorHome, JUCODE_COTAL_JCODE_BIN: bin };
+    assert.throws(() => listModelsIn({ env, cwd: sb.workspace, platform: "linux" }), /providers\.x/);
+  });
+  it("refuses malformed binary output rather than pass it on", () => {
+    assert.throws(() => parseCatalog('{"source":"s","models":[{"provider":"p"}]}'), /models\[0\]\.id/);
+    assert.throws(() => parseCatalog("[]"), /not an object/);
   });
 });
