@@ -142,6 +142,15 @@ async fn real_jcode_launch_orientation_tool_turn_relaunch_and_teardown() {
     );
     let pids = tree(&home);
     assert!(pids.len() >= 2, "bridge and daemon recorded: {pids:?}");
+    // The updater is off in every process of the real tree, the daemon jcode spawned too.
+    for p in &pids {
+        assert_eq!(
+            common::proc_env(*p, "JCODE_NO_AUTO_UPDATE").as_deref(),
+            Some("1"),
+            "pid {p}: {:?}",
+            common::proc_args(*p)
+        );
+    }
     // Whichever build JCODE_BIN names, its version is logged and recorded.
     let rec = LaunchRecord::read(&home).unwrap().unwrap();
     let ver = rec.jcode_version.expect("the version in the launch record");

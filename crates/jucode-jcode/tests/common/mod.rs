@@ -211,3 +211,21 @@ pub fn log_pos(log: &str, needle: &str) -> usize {
     log.find(needle)
         .unwrap_or_else(|| panic!("{needle:?} not in the log:\n{log}"))
 }
+
+/// The argv of a live process.
+pub fn proc_args(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).to_string())
+        .collect()
+}
+
+/// One variable of a live process's environment.
+pub fn proc_env(pid: u32, key: &str) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let prefix = format!("{key}=");
+    raw.split(|b| *b == 0)
+        .map(|e| String::from_utf8_lossy(e).to_string())
+        .find_map(|e| e.strip_prefix(&prefix).map(str::to_string))
+}
