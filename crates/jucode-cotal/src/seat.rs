@@ -321,9 +321,39 @@ impl Seat {
         if let Some(j) = &journal {
             self.state().presence.session_id = Some(j.session_id.clone());
         }
+        tokio::pin!(shutdown);
         let mut tasks: Vec<JoinHandle<()>> = Vec::new();
         tasks.push(tokio::spawn(self.clone().heartbeat()));
-        tasks.extend(self.clone().start_durables().await?);
+        // A broker outage at join is waited out (no presence, so no bind and
+        // no post-join notice); a refusal from a live broker still ends the seat.
+        let durables = loop {
+            let attempt = tokio::select! {
+                _ = &mut shutdown => {
+                    for t in tasks {
+                        t.abort();
+                    }
+                    return Ok(());
+                }
+                r = self.clone().start_durables() => r,
+            };
+            match attempt {
+                Ok(d) => break d,
+                Err(e) if !self.mesh.is_connected() => {
+                    tracing::warn!(error = %e, "mesh unreachable at join; waiting for the broker");
+                    tokio::select! {
+                        _ = &mut shutdown => {
+                            for t in tasks {
+                                t.abort();
+                            }
+                            return Ok(());
+                        }
+                        _ = self.until_connected() => {}
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        tasks.extend(durables);
         for ch in self.cfg.subscribe.clone() {
             if let Err(e) = self.join(&ch).await {
                 tracing::warn!(channel = %ch, error = %e, "cannot join channel");
@@ -413,6 +443,13 @@ impl Seat {
                 _ = tokio::time::sleep(HEARTBEAT) => {}
                 _ = self.presence_kick.notified() => {}
             }
+        }
+    }
+
+    /// Resolves once the mesh connection is live again.
+    async fn until_connected(&self) {
+        while !self.mesh.is_connected() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 

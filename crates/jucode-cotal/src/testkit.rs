@@ -63,6 +63,8 @@ struct Inner {
     bound: usize,
     journal: Option<JournalSource>,
     line: u64,
+    /// The factory's start waits for [`Scripted::release_start`].
+    hold_start: bool,
 }
 
 /// The scripted agent: records what it is sent, writes a jcode-shaped journal.
@@ -73,6 +75,7 @@ pub struct Scripted {
     inner: Arc<Mutex<Inner>>,
     release: Arc<Notify>,
     answer: Arc<Notify>,
+    start_gate: Arc<Notify>,
     turn_lock: Arc<tokio::sync::Mutex<()>>,
     signals: broadcast::Sender<HarnessSignal>,
     pub context: Arc<Mutex<Option<HarnessContext>>>,
@@ -90,6 +93,7 @@ impl Scripted {
             inner: Arc::default(),
             release: Arc::new(Notify::new()),
             answer: Arc::new(Notify::new()),
+            start_gate: Arc::new(Notify::new()),
             turn_lock: Arc::default(),
             signals: broadcast::channel(64).0,
             context: Arc::default(),
@@ -106,6 +110,15 @@ impl Scripted {
     }
     pub fn with_journal(&self, source: JournalSource) {
         self.lock().journal = Some(source);
+    }
+    /// The harness start (after the mesh connected, before the seat joins)
+    /// waits until [`Scripted::release_start`].
+    pub fn hold_start(&self) {
+        self.lock().hold_start = true;
+    }
+    pub fn release_start(&self) {
+        self.lock().hold_start = false;
+        self.start_gate.notify_waiters();
     }
     pub fn release(&self) {
         self.release.notify_one();
@@ -323,6 +336,15 @@ impl Harness for Scripted {
 impl HarnessFactory for Scripted {
     async fn start(&self, ctx: HarnessContext) -> Result<Arc<dyn Harness>> {
         *self.context.lock().unwrap_or_else(|e| e.into_inner()) = Some(ctx);
+        loop {
+            let gate = self.start_gate.notified();
+            tokio::pin!(gate);
+            gate.as_mut().enable();
+            if !self.lock().hold_start {
+                break;
+            }
+            gate.await;
+        }
         Ok(Arc::new(self.clone()))
     }
 }
