@@ -406,6 +406,15 @@ async fn startup_refusals_before_launch() {
     );
     assert_eq!(startup_code(&f), "jcode_not_found");
 
+    // Listing the home's prior sessions kills the harness: named, the tree stopped.
+    let f = env.factory();
+    let ctx = env.ctx("l", &[("FAKE_JCODE_DIE_ON_LIST", "1")], &[]);
+    assert!(start(&f, ctx).await.is_err());
+    assert_eq!(startup_code(&f), "sessions_enumeration_failed");
+    for p in tree(&env.home("l")) {
+        assert!(!alive(p), "pid {p} of the failed launch survived");
+    }
+
     let f = env.factory();
     let ctx = env.ctx("r", &[], &[("COTAL_JCODE_RESUME", "session_missing_1_abc")]);
     assert!(start(&f, ctx).await.is_err());

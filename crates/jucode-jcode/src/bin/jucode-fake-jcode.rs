@@ -5,7 +5,8 @@
 //! attach, refusals, a bridge closing mid-turn, a pre-MCP tool snapshot and a
 //! daemon ignoring SIGTERM can be injected. Never used by a production seat.
 //!
-//! Knobs (environment): `FAKE_JCODE_LOG` (request log), `FAKE_JCODE_REFUSE_MODEL`,
+//! Knobs (environment): `FAKE_JCODE_LOG` (request log), `FAKE_JCODE_DIE_ON_LIST` (the
+//! bridge exits on `list_sessions`), `FAKE_JCODE_REFUSE_MODEL`,
 //! `FAKE_JCODE_EFFORT` (`unsupported`|`refuse`|`refuse-ladder`), `FAKE_JCODE_ROUTES` (JSON),
 //! `FAKE_JCODE_PRE_MCP_TURNS`, `FAKE_JCODE_MCP_DELAY_MS` (MCP up that long after launch), `FAKE_JCODE_BUSY_AFTER_TURN` (the first message after a turn is acked, then refused), `FAKE_JCODE_CLOSE_ON` (+ `FAKE_JCODE_CLOSE_MARKER`),
 //! `FAKE_JCODE_FAIL_ON`, `FAKE_JCODE_IGNORE_TERM`, `FAKE_JCODE_ATTACH_OTHER`,
@@ -469,6 +470,8 @@ fn serve(stream: UnixStream) {
         }
         match req.as_str() {
             "ping" => conn.reply(id, "pong", json!({})),
+            // Listing kills the harness, as a corrupt session store can.
+            "list_sessions" if env("FAKE_JCODE_DIE_ON_LIST").is_some() => std::process::exit(3),
             "list_sessions" => conn.reply(id, "sessions", json!({"sessions": list_sessions()})),
             "create_session" => {
                 let wd = f["working_dir"].as_str().unwrap_or("/").to_string();
