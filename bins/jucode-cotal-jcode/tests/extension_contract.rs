@@ -84,3 +84,23 @@ fn run_turns_replay_the_extensions_scenario() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_seat_takes_the_run_turn_frame_the_extension_builds() {
+    let f = fixture("run-turn-frame.json");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = jucode_cotal::config::ControlConfig {
+        socket: dir.path().join("c.sock"),
+        token: f["token"].as_str().unwrap().to_string(),
+    };
+    let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+    let (turns_tx, mut turns) = tokio::sync::mpsc::unbounded_channel();
+    let task = jucode_cotal::control::serve(&cfg, tx, turns_tx).unwrap();
+    let reply = jucode_cotal::control::request(&cfg.socket, &f["frame"])
+        .await
+        .unwrap();
+    assert_eq!(reply.as_ref(), Some(&f["reply"]));
+    let want: RunTurn = serde_json::from_value(f["turn"].clone()).unwrap();
+    assert_eq!(turns.recv().await.unwrap(), want);
+    task.abort();
+}

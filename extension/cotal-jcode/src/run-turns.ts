@@ -87,6 +87,18 @@ export class RunTurnLedger {
   }
 }
 
+/**
+ * The control-socket line that hands the seat a run turn (one NDJSON frame per connection on the
+ * socket `LaunchSpec.control` names, with the launch's control token). The seat answers
+ * `{"ok":true}` once the turn is queued for it; a repeat or a settled turn is ignored there.
+ */
+export function runTurnFrame(token: string, turn: RunTurn): string {
+  for (const k of ["turn", "run", "step", "text"] as const)
+    if (typeof turn[k] !== "string" || !turn[k]) throw new Error(`run turn: ${k} must be a non-empty string`);
+  const { turn: id, run, step, text } = turn;
+  return `${JSON.stringify({ token, op: "run-turn", turn: { turn: id, run, step, text } })}\n`;
+}
+
 /** The text a run turn adds to the message it rides. */
 export function block(t: RunTurn): string {
   return `🧭 Cotal — workflow run turn ${t.turn} (run ${t.run}, step ${t.step}):\n${t.text}\nSettle it with cotal_yield {"turn": "${t.turn}", "status": "done" | "blocked" | "handoff"}.`;

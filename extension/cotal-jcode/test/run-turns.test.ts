@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { describe, it } from "node:test";
-import { RunTurnLedger, type RunTurn } from "../src/run-turns.js";
+import { RunTurnLedger, runTurnFrame, type RunTurn } from "../src/run-turns.js";
 import { fixture } from "./support.js";
 
 type Step =
@@ -55,5 +55,17 @@ describe("run turns ride the message that starts a Cotal-owned turn", () => {
     assert.ok(text.indexOf("turn a") < text.indexOf("turn b"), text);
     assert.deepEqual(l.accepted(7), ["a", "b"]);
     assert.deepEqual(l.accepted(7), [], "an acceptance is counted once");
+  });
+});
+
+describe("the manager hands a seat its run turn over the control socket", () => {
+  it("builds the frame the seat takes", () => {
+    const f = fixture<{ token: string; turn: RunTurn; frame: unknown }>("run-turn-frame.json");
+    const line = runTurnFrame(f.token, f.turn);
+    assert.ok(line.endsWith("\n") && !line.slice(0, -1).includes("\n"), "one NDJSON line");
+    assert.deepEqual(JSON.parse(line), f.frame);
+  });
+  it("refuses a turn the seat would refuse", () => {
+    assert.throws(() => runTurnFrame("t", { turn: "", run: "r", step: "s", text: "x" }), /turn must be/);
   });
 });
