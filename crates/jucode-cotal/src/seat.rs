@@ -15,7 +15,7 @@ use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy};
 use async_nats::jetstream::message::Acker;
 use async_trait::async_trait;
 use futures_util::StreamExt;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::config::LaunchConfig;
@@ -30,6 +30,8 @@ use crate::runturn::{Ledger, RunTurn};
 use crate::subject::{self, Delivery};
 use crate::util::now_ms;
 use crate::{Error, Result};
+
+mod host_turn;
 
 /// How long a stopping seat tries to remove its presence record.
 const LEAVE_LIMIT: Duration = Duration::from_secs(3);
@@ -143,7 +145,7 @@ pub(crate) struct State {
     /// Sends that started a Cotal-owned turn, numbered for the ledger.
     sends: u64,
     /// Shown run turns whose automatic `done` yield is out.
-    auto_yielding: BTreeSet<String>,
+    pub(crate) auto_yielding: BTreeSet<String>,
 }
 
 /// The shared seat. Tools and the driver loop both work on it; the mutex is
@@ -914,28 +916,7 @@ impl Seat {
                 drop(st);
                 self.hint(RunHint::TurnStarted);
                 self.touch_presence();
-                let h = harness.clone();
-                let tx = turn_tx.clone();
-                let seat = self.clone();
-                tokio::spawn(async move {
-                    let (accepted, was_accepted) = oneshot::channel();
-                    let ledger = tokio::spawn(async move {
-                        let ok = was_accepted.await.is_ok();
-                        let mut st = seat.state();
-                        if ok {
-                            let shown = st.runturns.accepted(send);
-                            if !shown.is_empty() {
-                                tracing::info!(turns = ?shown, "workflow run turns shown");
-                            }
-                        } else {
-                            st.runturns.not_accepted(send);
-                        }
-                    });
-                    let res = h.send_turn_accepted(&text, accepted).await;
-                    // The ledger is settled before the seat hears the turn ended.
-                    let _ = ledger.await;
-                    let _ = tx.send(res);
-                });
+                self.spawn_host_turn(harness.clone(), text, send, turn_tx.clone());
             }
             Busy::Ours | Busy::Foreign => {
                 if st.interrupt || st.interrupt_failed || !st.inbox.has_directed() {
@@ -1119,43 +1100,6 @@ impl Seat {
         ack_all(acks).await;
         self.touch_presence();
         self.kick();
-    }
-
-    /// Ending a host turn yields `done` for each run turn it showed that the
-    /// agent did not settle itself; a failed yield stays open for the next end.
-    fn auto_yield(self: &Arc<Self>) {
-        let due: Vec<String> = {
-            let mut st = self.state();
-            let due: Vec<String> = st
-                .runturns
-                .open_shown()
-                .into_iter()
-                .filter(|t| !st.auto_yielding.contains(t))
-                .collect();
-            st.auto_yielding.extend(due.iter().cloned());
-            due
-        };
-        for turn in due {
-            let seat = self.clone();
-            tokio::spawn(async move {
-                let args = serde_json::json!({"status": "done", "turn": turn});
-                let res = seat
-                    .manager
-                    .call(&seat.mesh, &seat.cfg, "turn-yield", args)
-                    .await;
-                let mut st = seat.state();
-                st.auto_yielding.remove(&turn);
-                match res {
-                    Ok(_) => {
-                        st.runturns.settle(&turn);
-                        tracing::info!(turn = %turn, "workflow run turn yielded done as its turn ended");
-                    }
-                    Err(e) => {
-                        tracing::warn!(turn = %turn, error = %e, "automatic yield failed; the run turn stays open")
-                    }
-                }
-            });
-        }
     }
 
     fn hint(&self, h: RunHint) {
