@@ -378,7 +378,10 @@ async fn a_machine_asleep_across_a_change_fires_once_on_waking_then_keeps_local_
     assert_eq!(got[0].0, key(&id, ts("2026-03-08T07:30:00Z")));
     assert_eq!(got[0].1, wake.as_second());
     assert_eq!(got[0].2, "定时任务「nightly」：\ncheck the build");
-    let list = client.request(json!({"op": "schedule_list"})).await.unwrap();
+    let list = client
+        .request(json!({"op": "schedule_list"}))
+        .await
+        .unwrap();
     let t = &list["schedules"][0];
     assert_eq!(t["last_run_at"], wake.as_second());
     assert_eq!(t["next_run_at"], ts("2026-03-10T06:30:00Z").as_second());
@@ -399,7 +402,10 @@ async fn a_time_zone_change_of_the_machine_moves_runs_to_the_new_local_time() {
     // The laptop flies to Berlin: 09:00 is now 07:00Z.
     h.clock.set_time_zone(zone("Europe/Berlin"));
     h.tick().await.unwrap();
-    let list = client.request(json!({"op": "schedule_list"})).await.unwrap();
+    let list = client
+        .request(json!({"op": "schedule_list"}))
+        .await
+        .unwrap();
     assert_eq!(
         list["schedules"][0]["next_run_at"],
         ts("2026-06-01T07:00:00Z").as_second()
