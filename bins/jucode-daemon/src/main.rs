@@ -9,6 +9,8 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use jucode_server::DaemonOptions;
 
+#[cfg(debug_assertions)]
+mod debug_clock;
 mod relay_admin;
 mod serve;
 
@@ -141,6 +143,7 @@ fn main() -> Result<()> {
         home: args.home,
         serve_bin: args.serve_bin,
         version: env!("CARGO_PKG_VERSION").into(),
+        clock: daemon_clock()?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -162,6 +165,16 @@ fn main() -> Result<()> {
         .map_err(anyhow::Error::from)
     })?;
     Ok(())
+}
+
+/// The hub's clock: the system's. A debug build also reads the test-only override
+/// (`debug_clock`); a release build has no such code, so no environment can move its time.
+fn daemon_clock() -> Result<jucode_clock::SharedClock> {
+    #[cfg(debug_assertions)]
+    if let Some(clock) = debug_clock::from_env()? {
+        return Ok(clock);
+    }
+    Ok(jucode_clock::SystemClock::shared())
 }
 
 /// Installs the SIGINT and SIGTERM handlers now; the future resolves on either signal.

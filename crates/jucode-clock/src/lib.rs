@@ -117,6 +117,50 @@ impl Clock for SystemClock {
     }
 }
 
+/// For tests of the real daemon binary only, and absent from release builds: the system's
+/// clocks, except that wall time starts at `start` and runs `speed` times as fast as real
+/// time. Monotonic time and sleeps stay real, so the daemon's loops keep their pace while
+/// local times come due quickly.
+#[cfg(debug_assertions)]
+#[derive(Debug, Clone)]
+pub struct DebugClock {
+    system: SystemClock,
+    start: Timestamp,
+    speed: u32,
+}
+
+#[cfg(debug_assertions)]
+impl DebugClock {
+    pub fn new(start: Timestamp, speed: u32) -> DebugClock {
+        DebugClock {
+            system: SystemClock::new(),
+            start,
+            speed: speed.max(1),
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl Clock for DebugClock {
+    fn now(&self) -> Timestamp {
+        let run = self.system.elapsed().saturating_mul(self.speed);
+        let step = jiff::SignedDuration::try_from(run).unwrap_or(jiff::SignedDuration::MAX);
+        self.start.saturating_add(step).unwrap_or(Timestamp::MAX)
+    }
+
+    fn time_zone(&self) -> TimeZone {
+        self.system.time_zone()
+    }
+
+    fn elapsed(&self) -> Duration {
+        self.system.elapsed()
+    }
+
+    fn sleep(&self, duration: Duration) -> Sleep {
+        self.system.sleep(duration)
+    }
+}
+
 /// A clock that moves only when a test moves it.
 ///
 /// [`ManualClock::advance`] moves wall and monotonic time together and wakes every sleep that is
@@ -258,6 +302,15 @@ mod tests {
         assert!(later.as_mut().poll(&mut cx).is_pending());
         // A zero sleep is due at once.
         clock.sleep(Duration::ZERO).await;
+    }
+
+    #[test]
+    fn a_debug_clock_starts_where_told_and_runs_faster() {
+        let clock = DebugClock::new(at("2040-01-01T00:00:00Z"), 3600);
+        let now = clock.now();
+        assert!(now >= at("2040-01-01T00:00:00Z"));
+        // An hour of wall time per real second: a test takes far less than a day.
+        assert!(now < at("2040-01-02T00:00:00Z"));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::messages::MessageError;
 use crate::paths::PathError;
 use crate::questions::QuestionError;
 use crate::reports::ReportError;
+use crate::schedules::ScheduleError;
 use crate::sessions::SessionError;
 use crate::timers::TimerError;
 use crate::workspaces::WorkspaceError;
@@ -52,6 +53,8 @@ pub(crate) enum OpError {
     Reports(#[from] ReportError),
     #[error(transparent)]
     Messages(#[from] MessageError),
+    #[error(transparent)]
+    Schedules(#[from] ScheduleError),
 }
 
 /// A file the hub could not read or write, named.

@@ -7,7 +7,7 @@
 //! declare (capabilities), never their names. Start reading at [`Hub::open`] and
 //! [`Hub::handle`] (in `router.rs`): a frame is looked up in the protocol's op table, its gate
 //! applied, and it goes to its area's module (`sessions/`, `agents/`, `actions`,
-//! `workspaces`, `devices/`, `mcp`), which answers through the op's context (`cx.rs`) and fails with a
+//! `workspaces`, `devices/`, `mcp`, `schedules/`), which answers through the op's context (`cx.rs`) and fails with a
 //! typed error whose text is the protocol's (`error.rs`).
 //!
 //! Invariants: a record is fsynced to its log before the op that caused it is acknowledged;
@@ -29,6 +29,7 @@ mod paths;
 mod questions;
 mod reports;
 mod router;
+mod schedules;
 mod sessions;
 mod tasks;
 mod timers;
@@ -114,6 +115,7 @@ struct Inner {
     questions: questions::Questions,
     reports: reports::Reports,
     messages: messages::Messages,
+    schedules: schedules::Schedules,
     settings: Settings,
 }
 
@@ -133,6 +135,7 @@ impl Hub {
         let questions = questions::Questions::open(&store, config.clock.clone())?;
         let reports = reports::Reports::open(&store, config.clock.clone())?;
         let messages = messages::Messages::open(&store)?;
+        let schedules = schedules::Schedules::open(&agents, &messages);
         Ok(Arc::new(Hub {
             config,
             token,
@@ -150,6 +153,7 @@ impl Hub {
                 questions,
                 reports,
                 messages,
+                schedules,
                 settings,
             }),
         }))
@@ -211,9 +215,9 @@ impl Hub {
             inner.sessions.list_event(),
             inner.workspaces.event(),
             inner.agents_event(),
-            // Scheduled tasks, dispatches and requirements are not built yet: their lists are
-            // empty (docs/DECISIONS.md).
-            DaemonEvent::Schedules { schedules: vec![] },
+            inner.schedules.event(),
+            // Dispatches and requirements are not built yet: their lists are empty
+            // (docs/DECISIONS.md).
             inner.questions.event(),
             inner.actions.event(),
             DaemonEvent::Dispatches { dispatches: vec![] },

@@ -9,8 +9,8 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
-    ClientId, Hub, actions, agents, devices, mcp, messages, questions, reports, sessions, timers,
-    to_value, workspaces,
+    ClientId, Hub, actions, agents, devices, mcp, messages, questions, reports, schedules,
+    sessions, timers, to_value, workspaces,
 };
 
 impl Hub {
@@ -78,5 +78,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Questions(op) => questions::handle(cx, op),
         DaemonOp::Reports(op) => reports::handle(cx, op),
         DaemonOp::Messages(op) => messages::handle(cx, op),
+        DaemonOp::Schedules(op) => schedules::handle(cx, op),
     }
 }

@@ -1,5 +1,5 @@
 //! The hub's background loop: once a second on the hub's clock it retries pending messages
-//! and runs the items' due work (timers, question deadlines).
+//! and runs the items' due work (timers, question deadlines, scheduled tasks).
 //!
 //! The loop holds the hub weakly and ends when the hub is gone. It is supervised: a tick that
 //! panics is logged and the loop starts again a second later, so one bad record cannot stop
@@ -77,6 +77,7 @@ impl Hub {
     fn item_ticks(self: &Arc<Self>, inner: &mut Inner, now_ms: u64) {
         self.fire_due_timers(inner, now_ms);
         self.deliver_overdue_questions(inner, now_ms);
+        self.run_due_schedules(inner);
     }
 }
 

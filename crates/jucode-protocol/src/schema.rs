@@ -17,7 +17,7 @@ use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
     ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, McpOp, MessagesOp, PushOp, QuestionsOp,
-    ReportsOp, SessionsOp, TimersOp, WorkspacesOp,
+    ReportsOp, SchedulesOp, SessionsOp, TimersOp, WorkspacesOp,
 };
 use crate::serve;
 
@@ -74,6 +74,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<QuestionsOp>(&mut generator, "op"));
     daemon.extend(variants::<ReportsOp>(&mut generator, "op"));
     daemon.extend(variants::<MessagesOp>(&mut generator, "op"));
+    daemon.extend(variants::<SchedulesOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

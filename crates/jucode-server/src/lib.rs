@@ -167,6 +167,8 @@ pub struct DaemonOptions {
     pub serve_bin: Option<PathBuf>,
     /// The version `hello` reports.
     pub version: String,
+    /// Where the hub reads time: the system's clocks, or in a debug build a test's override.
+    pub clock: jucode_clock::SharedClock,
 }
 
 /// Runs the daemon until `shutdown` completes. `on_ready` gets the bound address and the token
@@ -228,7 +230,7 @@ pub async fn run(
             version: options.version,
             relay_url: options.relay,
             engines,
-            clock: jucode_clock::SystemClock::shared(),
+            clock: options.clock,
             // This binary's own `agent-mcp` subcommand; the URL is filled in once bound.
             agent_mcp: jucode_hub::AgentMcp {
                 program: std::env::current_exe().ok(),

@@ -48,6 +48,7 @@ pub struct DaemonBuilder {
     args: Vec<OsString>,
     env: Vec<(OsString, Option<OsString>)>,
     relay: Option<String>,
+    bin: Option<PathBuf>,
 }
 
 impl DaemonBuilder {
@@ -102,6 +103,12 @@ impl DaemonBuilder {
         self
     }
 
+    /// Runs this daemon binary instead of the built debug one (e.g. a release build).
+    pub fn bin(mut self, program: impl Into<PathBuf>) -> Self {
+        self.bin = Some(program.into());
+        self
+    }
+
     /// Spawns the daemon and waits (30 s at most) for its "listening on http://" line. Its
     /// stdout and stderr are collected into [`Daemon::logs`].
     pub async fn start(self) -> Result<Daemon> {
@@ -127,6 +134,7 @@ impl Daemon {
             args: Vec::new(),
             env: Vec::new(),
             relay: None,
+            bin: None,
         }
     }
 
@@ -158,8 +166,12 @@ impl Daemon {
             args,
             env,
             relay,
+            bin,
         } = options;
-        let daemon = daemon_bin()?;
+        let daemon = match bin {
+            Some(bin) => bin,
+            None => daemon_bin()?,
+        };
         std::fs::create_dir_all(&home).with_context(|| format!("create {}", home.display()))?;
         if let Some(config) = config {
             let path = home.join("config.json");

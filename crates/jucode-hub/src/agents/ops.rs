@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use jucode_protocol::daemon::{AgentsOp, DaemonEvent, Reply};
+use jucode_protocol::daemon::{AgentsOp, DaemonEvent};
 use serde_json::Value;
 
 use super::brief::{self, AgentFile};
@@ -19,7 +19,7 @@ use super::{
 use crate::cx::OpCx;
 use crate::error::{IoError, OpError};
 use crate::util::{hex, random_bytes};
-use crate::{Inner, paths, to_value};
+use crate::{Inner, paths};
 
 /// The name start of a directory under `agents/` that is being created or deleted.
 pub(super) const LEFTOVER: &str = ".leftover-";
@@ -330,6 +330,8 @@ fn update(cx: &OpCx<'_>, req: Update) -> Result<(), AgentError> {
     }
     cx.reply_locked(&mut inner, DaemonEvent::AgentUpdated { agent: req.agent });
     inner.broadcast_agents();
+    // Enabled again: its tasks that came due while it was off fire now, once.
+    hub.run_due_schedules(&mut inner);
     Ok(())
 }
 
@@ -367,15 +369,15 @@ fn delete(cx: &OpCx<'_>, id: &str) -> Result<(), AgentError> {
         },
     );
     inner.broadcast_agents();
-    broadcast_lists_after_delete(&mut inner);
+    broadcast_lists_after_delete(&mut inner, id);
     Ok(())
 }
 
-/// The spec has every client receive the schedules and questions lists after a delete.
-/// Scheduled tasks are not built yet: their list is the connect batch's empty one.
-fn broadcast_lists_after_delete(inner: &mut Inner) {
-    let schedules = DaemonEvent::Schedules { schedules: vec![] };
-    inner.broadcast(&to_value(&Reply::to(None, schedules)));
+/// The spec has every client receive the schedules and questions lists after a delete; the
+/// agent's tasks went with its directory.
+fn broadcast_lists_after_delete(inner: &mut Inner, id: &str) {
+    inner.schedules.forget_agent(id);
+    inner.broadcast_schedules();
     inner.broadcast_questions();
 }
 

@@ -278,6 +278,7 @@ impl Hub {
                 },
             ));
             inner.broadcast(&frame);
+            crate::schedules::delivered(inner, &frame);
         }
         Ok(())
     }

@@ -51,6 +51,10 @@ pub const SLUG_UNITS: usize = 32;
 pub const MESSAGE_BODY_BYTES: usize = 256 * 1024;
 /// An id or key a client names in a message (`agent`, `session`, `reply_to`, `dedupe_key`).
 pub const ID_CHARS: usize = 200;
+/// A scheduled task's name.
+pub const SCHEDULE_NAME_CHARS: usize = 200;
+/// A scheduled task's cron expression.
+pub const CRON_CHARS: usize = 200;
 /// One MCP server entry (`mcp_set`), as JSON.
 pub const MCP_SERVER_BYTES: usize = 64 * 1024;
 

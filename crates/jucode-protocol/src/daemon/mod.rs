@@ -2,7 +2,7 @@
 //!
 //! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
 //! module ([`sessions`], [`agents`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
-//! [`messages`], [`timers`], [`questions`], [`reports`]).
+//! [`messages`], [`schedules`], [`timers`], [`questions`], [`reports`]).
 //! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
 //! the daemon itself sends.
 
@@ -17,6 +17,7 @@ pub mod ops;
 pub mod push;
 pub mod questions;
 pub mod reports;
+pub mod schedules;
 pub mod sessions;
 pub mod timers;
 pub mod workspaces;
@@ -36,6 +37,7 @@ pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
 pub use push::{PushOp, PushResult};
 pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
+pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
 pub use timers::{TimerInfo, TimersOp};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
@@ -155,6 +157,7 @@ pub enum DaemonOp {
     Questions(QuestionsOp),
     Reports(ReportsOp),
     Messages(MessagesOp),
+    Schedules(SchedulesOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -192,6 +195,7 @@ impl DaemonOp {
             Area::Questions => read(fields).map(DaemonOp::Questions),
             Area::Reports => read(fields).map(DaemonOp::Reports),
             Area::Messages => read(fields).map(DaemonOp::Messages),
+            Area::Schedules => read(fields).map(DaemonOp::Schedules),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -210,6 +214,7 @@ impl DaemonOp {
             DaemonOp::Mcp(op) => op.check_limits(),
             DaemonOp::Questions(op) => op.check_limits(),
             DaemonOp::Messages(op) => op.check_limits(),
+            DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -283,7 +288,19 @@ pub enum DaemonEvent {
         content: String,
     },
     Schedules {
-        schedules: Vec<Value>,
+        schedules: Vec<ScheduleInfo>,
+    },
+    /// `schedule_save`: the task as saved, `next_run_at` computed again.
+    ScheduleSaved {
+        schedule: ScheduleInfo,
+    },
+    /// `schedule_delete`; the reply's `id` is the request's, or the task's when it had none.
+    ScheduleDeleted {
+        schedule: String,
+    },
+    /// `schedule_run`: the run is recorded; its delivery follows as `message_delivered`.
+    ScheduleStarted {
+        schedule: String,
     },
     Questions {
         questions: Vec<QuestionInfo>,

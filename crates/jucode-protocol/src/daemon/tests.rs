@@ -126,6 +126,10 @@ fn the_table_and_the_typed_ops_agree() {
         "report_list": {},
         "report_read": {"report": "r-1"},
         "message_send": {"agent": "ops", "body": "hi"},
+        "schedule_list": {},
+        "schedule_save": {"schedule": {"agent": "ops", "name": "n", "prompt": "p", "repeat": "daily", "time": "09:00"}},
+        "schedule_delete": {"schedule": "sch-1"},
+        "schedule_run": {"id": "sch-1"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -157,6 +161,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Questions(_) => Area::Questions,
             DaemonOp::Reports(_) => Area::Reports,
             DaemonOp::Messages(_) => Area::Messages,
+            DaemonOp::Schedules(_) => Area::Schedules,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
