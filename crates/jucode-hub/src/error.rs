@@ -16,6 +16,7 @@ use crate::questions::QuestionError;
 use crate::reports::ReportError;
 use crate::sessions::SessionError;
 use crate::timers::TimerError;
+use crate::usage::UsageError;
 use crate::workspaces::WorkspaceError;
 
 /// An op's failure: the router answers it as an error frame carrying the request's id.
@@ -52,6 +53,8 @@ pub(crate) enum OpError {
     Reports(#[from] ReportError),
     #[error(transparent)]
     Messages(#[from] MessageError),
+    #[error(transparent)]
+    Usage(#[from] UsageError),
 }
 
 /// A file the hub could not read or write, named.

@@ -32,6 +32,7 @@ mod router;
 mod sessions;
 mod tasks;
 mod timers;
+mod usage;
 mod util;
 mod workspaces;
 
@@ -114,6 +115,7 @@ struct Inner {
     questions: questions::Questions,
     reports: reports::Reports,
     messages: messages::Messages,
+    usage: usage::Ledger,
     settings: Settings,
 }
 
@@ -133,6 +135,7 @@ impl Hub {
         let questions = questions::Questions::open(&store, config.clock.clone())?;
         let reports = reports::Reports::open(&store, config.clock.clone())?;
         let messages = messages::Messages::open(&store)?;
+        let usage = usage::open(&store)?;
         Ok(Arc::new(Hub {
             config,
             token,
@@ -150,6 +153,7 @@ impl Hub {
                 questions,
                 reports,
                 messages,
+                usage,
                 settings,
             }),
         }))

@@ -10,7 +10,7 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
     ClientId, Hub, actions, agents, devices, mcp, messages, questions, reports, sessions, timers,
-    to_value, workspaces,
+    to_value, usage, workspaces,
 };
 
 impl Hub {
@@ -78,5 +78,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Questions(op) => questions::handle(cx, op),
         DaemonOp::Reports(op) => reports::handle(cx, op),
         DaemonOp::Messages(op) => messages::handle(cx, op),
+        DaemonOp::Usage(op) => usage::handle(cx, op),
     }
 }

@@ -19,6 +19,7 @@ pub mod questions;
 pub mod reports;
 pub mod sessions;
 pub mod timers;
+pub mod usage;
 pub mod workspaces;
 
 use serde::{Deserialize, Serialize};
@@ -38,6 +39,7 @@ pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
 pub use timers::{TimerInfo, TimersOp};
+pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
 
 /// A client frame split into its envelope and the rest.
@@ -155,6 +157,7 @@ pub enum DaemonOp {
     Questions(QuestionsOp),
     Reports(ReportsOp),
     Messages(MessagesOp),
+    Usage(UsageOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -192,6 +195,7 @@ impl DaemonOp {
             Area::Questions => read(fields).map(DaemonOp::Questions),
             Area::Reports => read(fields).map(DaemonOp::Reports),
             Area::Messages => read(fields).map(DaemonOp::Messages),
+            Area::Usage => read(fields).map(DaemonOp::Usage),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -214,7 +218,8 @@ impl DaemonOp {
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
             | DaemonOp::Timers(_)
-            | DaemonOp::Reports(_) => Ok(()),
+            | DaemonOp::Reports(_)
+            | DaemonOp::Usage(_) => Ok(()),
         }
     }
 }
@@ -300,6 +305,25 @@ pub enum DaemonEvent {
     },
     Reports {
         reports: Vec<ReportInfo>,
+    },
+    /// The reply to `session_usage`.
+    SessionUsage {
+        session: String,
+        totals: UsageTotals,
+        sessions: Vec<SessionUsageRow>,
+        turns: Vec<TurnUsageRow>,
+        /// Why the gateway's charges could not be read; the local counts are still here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        billing_error: Option<String>,
+    },
+    /// The reply to `schedule_usage`.
+    ScheduleUsage {
+        schedule: String,
+        totals: UsageTotals,
+        sessions: Vec<SessionUsageRow>,
+        turns: Vec<TurnUsageRow>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        billing_error: Option<String>,
     },
     /// The reply to `report_read`, and what every other client gets with it.
     ReportRead {

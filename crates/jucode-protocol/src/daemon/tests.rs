@@ -126,6 +126,8 @@ fn the_table_and_the_typed_ops_agree() {
         "report_list": {},
         "report_read": {"report": "r-1"},
         "message_send": {"agent": "ops", "body": "hi"},
+        "session_usage": {"session": "s1"},
+        "schedule_usage": {"schedule": "sch-1"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -157,6 +159,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Questions(_) => Area::Questions,
             DaemonOp::Reports(_) => Area::Reports,
             DaemonOp::Messages(_) => Area::Messages,
+            DaemonOp::Usage(_) => Area::Usage,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
