@@ -187,3 +187,53 @@ async fn a_torn_ledger_tail_is_repaired_at_start() {
     assert_eq!(reply["totals"]["estimated_cost_usd"], 0.001);
     assert_eq!(reply["sessions"][0]["started_at"], Value::Null);
 }
+
+fn fake_engine(name: &str) -> std::path::PathBuf {
+    jucode_testsupport::build_bin(name, "jucode-fake-engines").unwrap()
+}
+
+fn engine_fixture(name: &str) -> String {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/engines");
+    root.join(name).display().to_string()
+}
+
+/// Claude Code's `result.usage` reaches the ledger through its adapter, and a turn still in
+/// progress (waiting on an approval) is counted as running, not as a turn.
+#[tokio::test]
+async fn a_claude_turn_reaches_the_ledger_and_a_running_turn_counts_as_running() {
+    let env = TestHome::new();
+    let root = env.root().to_path_buf();
+    let cwd = env.project("work");
+    let daemon = Daemon::start(&env.home()).await.unwrap();
+    let mut c = daemon.client().await.unwrap();
+    let options = json!({
+        "bin": fake_engine("fake-claude").display().to_string(),
+        "env": {
+            "FAKE_ENGINE_SCRIPT": engine_fixture("claude-code-2.1.332-print-3turns.jsonl"),
+            "CLAUDE_CONFIG_DIR": root.join("claude-config").display().to_string(),
+        },
+    });
+    let created = c
+        .request(json!({"op":"session_create","cwd":cwd.display().to_string(),"engine":"claude","options":options}))
+        .await
+        .unwrap();
+    let id = created["session"].as_str().unwrap().to_string();
+    let usage = turn(&mut c, &id, "RUN: echo hi").await;
+    assert_eq!(usage["input_tokens"], 20, "{usage}");
+    assert!(usage["billing_turn"].is_string());
+
+    c.send(json!({"op":"user_message","session":id,"content":"RUN: touch hi.txt && echo hi"}))
+        .await
+        .unwrap();
+    c.recv_type("approval_request", Some(&id)).await.unwrap();
+    let reply = c
+        .request(json!({"op":"session_usage","session":id}))
+        .await
+        .unwrap();
+    let totals = &reply["totals"];
+    assert_eq!(totals["turns"], 1, "{reply}");
+    assert_eq!(totals["running"], 1, "{reply}");
+    assert_eq!(totals["input_tokens"], 20);
+    assert_eq!(totals["output_tokens"], 10);
+    assert_eq!(reply["turns"][0]["turn_id"], usage["billing_turn"]);
+}
