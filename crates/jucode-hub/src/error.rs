@@ -17,6 +17,7 @@ use crate::reports::ReportError;
 use crate::schedules::ScheduleError;
 use crate::sessions::SessionError;
 use crate::timers::TimerError;
+use crate::usage::UsageError;
 use crate::workspaces::WorkspaceError;
 
 /// An op's failure: the router answers it as an error frame carrying the request's id.
@@ -55,6 +56,7 @@ pub(crate) enum OpError {
     Messages(#[from] MessageError),
     #[error(transparent)]
     Schedules(#[from] ScheduleError),
+    Usage(#[from] UsageError),
 }
 
 /// A file the hub could not read or write, named.

@@ -33,6 +33,7 @@ mod schedules;
 mod sessions;
 mod tasks;
 mod timers;
+mod usage;
 mod util;
 mod workspaces;
 
@@ -116,6 +117,7 @@ struct Inner {
     reports: reports::Reports,
     messages: messages::Messages,
     schedules: schedules::Schedules,
+    usage: usage::Ledger,
     settings: Settings,
 }
 
@@ -136,6 +138,7 @@ impl Hub {
         let reports = reports::Reports::open(&store, config.clock.clone())?;
         let messages = messages::Messages::open(&store)?;
         let schedules = schedules::Schedules::open(&agents, &messages);
+        let usage = usage::open(&store)?;
         Ok(Arc::new(Hub {
             config,
             token,
@@ -154,6 +157,7 @@ impl Hub {
                 reports,
                 messages,
                 schedules,
+                usage,
                 settings,
             }),
         }))

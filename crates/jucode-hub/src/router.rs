@@ -10,7 +10,7 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
     ClientId, Hub, actions, agents, devices, mcp, messages, questions, reports, schedules,
-    sessions, timers, to_value, workspaces,
+    sessions, timers, to_value, usage, workspaces,
 };
 
 impl Hub {
@@ -79,5 +79,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Reports(op) => reports::handle(cx, op),
         DaemonOp::Messages(op) => messages::handle(cx, op),
         DaemonOp::Schedules(op) => schedules::handle(cx, op),
+        DaemonOp::Usage(op) => usage::handle(cx, op),
     }
 }

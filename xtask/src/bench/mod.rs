@@ -7,6 +7,7 @@ mod messages;
 mod paths;
 mod seat;
 mod timers;
+mod usage;
 
 use std::time::Duration;
 
@@ -35,6 +36,8 @@ struct Sizes {
     timers: timers::Sizes,
     /// Samples of each path of the message bench.
     messages: usize,
+    /// Turns in the usage ledger.
+    usage_turns: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -53,6 +56,7 @@ const FULL: Sizes = Sizes {
         idle: Duration::from_secs(20),
     },
     messages: 300,
+    usage_turns: 1_000_000,
 };
 
 const QUICK: Sizes = Sizes {
@@ -71,6 +75,7 @@ const QUICK: Sizes = Sizes {
         idle: Duration::from_secs(5),
     },
     messages: 30,
+    usage_turns: 50_000,
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -254,6 +259,24 @@ async fn run_all(options: Options) -> Result<bool> {
         rest.armed.rss_kib as f64 / (rest.idle.rss_kib as f64).max(1.0),
         rest.idle.cpu * 100.0,
         rest.armed.cpu * 100.0,
+    );
+    println!();
+    let u = usage::run(&bins, sizes.usage_turns)
+        .await
+        .context("session_usage bench")?;
+    println!(
+        "session_usage{mode}: a ledger of {} turns over 1,000 sessions, one session asked, median of 3; goal: at most 1.5x the reference",
+        thousands(u.turns as f64)
+    );
+    println!(
+        "{:>16}  {:>28}  {:>6}",
+        "session_usage", "reference parse (Value) + sum", "ratio"
+    );
+    println!(
+        "{:>16}  {:>28}  {:>6.3}",
+        millis(u.daemon),
+        millis(u.reference),
+        u.daemon.as_secs_f64() / u.reference.as_secs_f64().max(1e-9)
     );
     if !ok {
         println!("bench: some clients did not receive every frame (see notes)");

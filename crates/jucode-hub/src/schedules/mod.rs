@@ -218,7 +218,6 @@ pub(crate) fn next_run_at(task: &ScheduleInfo, now: Timestamp, tz: &TimeZone) ->
 
 impl Inner {
     /// Whether a scheduled task with this id exists (for `schedule_usage`).
-    #[allow(dead_code)]
     pub(crate) fn schedule_exists(&self, id: &str) -> bool {
         self.schedules.get(id).is_some()
     }

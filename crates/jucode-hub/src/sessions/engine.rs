@@ -60,6 +60,11 @@ impl Sessions {
         !self.shutting_down
     }
 
+    /// What the usage ledger reads of a session: when it was opened and whether a turn runs.
+    pub(crate) fn usage_facts(&self, session: &str) -> Option<(u64, bool)> {
+        self.map.get(session).map(|s| (s.created_at, s.busy))
+    }
+
     /// Sends `op` to the session's engine.
     pub(crate) fn deliver(&self, session: &str, op: Object) {
         if let Some(s) = self.map.get(session) {
@@ -268,6 +273,9 @@ impl Hub {
                     }
                 }
                 let changed = was_busy != s.busy || title.is_some();
+                // A finished turn's usage: the model it ran on, for the ledger's price.
+                let usage_of =
+                    (event.kind() == "usage").then(|| (s.engine.clone(), model_of(&s.view)));
                 let agent_turn = was_busy != s.busy && s.agent.is_some();
                 if let Some(title) = &title {
                     s.auto_title = Some(title.clone());
@@ -299,6 +307,13 @@ impl Hub {
                     let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
                     inner.clients.send(client, &reply);
                 }
+                // Usage hook: the turn is in the ledger (fsynced) before clients see its key.
+                let event = match usage_of {
+                    Some((engine, model)) => {
+                        self.usage_passes(&mut inner, session, &engine, model, event)
+                    }
+                    None => event,
+                };
                 if forward {
                     let frame = Value::Object(event.with_session(session).0);
                     inner.broadcast(&frame);
@@ -367,4 +382,14 @@ impl Hub {
         }
         named
     }
+}
+
+/// The model a session runs on, as its engine last said (`model_status`, else `startup`).
+fn model_of(view: &View) -> Option<String> {
+    ["model_status", "startup"].iter().find_map(|kind| {
+        view.state
+            .get(*kind)
+            .and_then(|e| e.str("model"))
+            .map(str::to_string)
+    })
 }

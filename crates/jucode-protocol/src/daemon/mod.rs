@@ -20,6 +20,7 @@ pub mod reports;
 pub mod schedules;
 pub mod sessions;
 pub mod timers;
+pub mod usage;
 pub mod workspaces;
 
 use serde::{Deserialize, Serialize};
@@ -40,6 +41,7 @@ pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
 pub use timers::{TimerInfo, TimersOp};
+pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
 
 /// A client frame split into its envelope and the rest.
@@ -158,6 +160,7 @@ pub enum DaemonOp {
     Reports(ReportsOp),
     Messages(MessagesOp),
     Schedules(SchedulesOp),
+    Usage(UsageOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -196,6 +199,7 @@ impl DaemonOp {
             Area::Reports => read(fields).map(DaemonOp::Reports),
             Area::Messages => read(fields).map(DaemonOp::Messages),
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
+            Area::Usage => read(fields).map(DaemonOp::Usage),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -219,7 +223,8 @@ impl DaemonOp {
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
             | DaemonOp::Timers(_)
-            | DaemonOp::Reports(_) => Ok(()),
+            | DaemonOp::Reports(_)
+            | DaemonOp::Usage(_) => Ok(()),
         }
     }
 }
@@ -317,6 +322,25 @@ pub enum DaemonEvent {
     },
     Reports {
         reports: Vec<ReportInfo>,
+    },
+    /// The reply to `session_usage`.
+    SessionUsage {
+        session: String,
+        totals: UsageTotals,
+        sessions: Vec<SessionUsageRow>,
+        turns: Vec<TurnUsageRow>,
+        /// Why the gateway's charges could not be read; the local counts are still here.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        billing_error: Option<String>,
+    },
+    /// The reply to `schedule_usage`.
+    ScheduleUsage {
+        schedule: String,
+        totals: UsageTotals,
+        sessions: Vec<SessionUsageRow>,
+        turns: Vec<TurnUsageRow>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        billing_error: Option<String>,
     },
     /// The reply to `report_read`, and what every other client gets with it.
     ReportRead {

@@ -130,6 +130,8 @@ fn the_table_and_the_typed_ops_agree() {
         "schedule_save": {"schedule": {"agent": "ops", "name": "n", "prompt": "p", "repeat": "daily", "time": "09:00"}},
         "schedule_delete": {"schedule": "sch-1"},
         "schedule_run": {"id": "sch-1"},
+        "session_usage": {"session": "s1"},
+        "schedule_usage": {"schedule": "sch-1"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -162,6 +164,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Reports(_) => Area::Reports,
             DaemonOp::Messages(_) => Area::Messages,
             DaemonOp::Schedules(_) => Area::Schedules,
+            DaemonOp::Usage(_) => Area::Usage,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
