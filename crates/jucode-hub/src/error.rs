@@ -56,6 +56,7 @@ pub(crate) enum OpError {
     Messages(#[from] MessageError),
     #[error(transparent)]
     Schedules(#[from] ScheduleError),
+    #[error(transparent)]
     Usage(#[from] UsageError),
 }
 
