@@ -60,6 +60,12 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
     );
     typed.extend(variants::<ReportsOp>(&mut generator, "op").keys().cloned());
     typed.extend(variants::<MessagesOp>(&mut generator, "op").keys().cloned());
+    typed.extend(
+        variants::<SchedulesOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
+    typed.extend(variants::<UsageOp>(&mut generator, "op").keys().cloned());
     let built: BTreeSet<String> = OPS
         .iter()
         .filter(|s| s.implemented)
