@@ -133,7 +133,7 @@ impl Hub {
         let questions = questions::Questions::open(&store, config.clock.clone())?;
         let reports = reports::Reports::open(&store, config.clock.clone())?;
         let messages = messages::Messages::open(&store)?;
-        Ok(Arc::new(Hub {
+        let hub = Arc::new(Hub {
             config,
             token,
             agent_caps: Default::default(),
@@ -152,7 +152,10 @@ impl Hub {
                 messages,
                 settings,
             }),
-        }))
+        });
+        // What the last run handed over and never saw reach its session.
+        hub.confirm_at_start();
+        Ok(hub)
     }
 
     /// Where the daemon token is kept (printed at start; never the token itself).
