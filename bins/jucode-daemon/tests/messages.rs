@@ -310,7 +310,10 @@ async fn kill_loop(rounds: usize) -> Result<()> {
     for (body, id) in &seen.acked {
         let times = held.get(body).copied().unwrap_or(0);
         ensure!(times == 1, "{body} ({id}) received {times} times");
-        ensure!(deliveries.contains_key(&json!(id).to_string()), "{id} never delivered");
+        ensure!(
+            deliveries.contains_key(&json!(id).to_string()),
+            "{id} never delivered"
+        );
     }
     ensure!(
         by_key.values().all(|n| *n == 1),
