@@ -119,7 +119,7 @@ async fn kill_loop(rounds: usize) -> Result<()> {
         let mut c = daemon.client().await?;
         for _ in 0..2 {
             n += 1;
-            let body = if n % 2 == 0 {
+            let body = if n.is_multiple_of(2) {
                 format!(r#"CALL message_agent {{"agent":"b","body":"relay-{n}"}}"#)
             } else {
                 format!(r#"CALL timer {{"action":"set","in_seconds":1,"body":"wake-{n}"}}"#)
