@@ -199,6 +199,11 @@ impl EngineFactory for JucodeEngine {
         true
     }
 
+    fn transcript_is_durable(&self) -> bool {
+        // A turn records its user message before it echoes it (session/turns.rs).
+        true
+    }
+
     fn saved_transcript(
         &self,
         session: &str,

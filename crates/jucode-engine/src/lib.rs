@@ -114,6 +114,15 @@ pub trait EngineFactory: Send + Sync {
         None
     }
 
+    /// Whether [`EngineFactory::saved_transcript`] is a durable account of what a session
+    /// took: the engine saves a user message (fsynced) before it echoes it as `user_message`,
+    /// and a session with no saved copy took nothing. The hub then checks a message it handed
+    /// over but never saw echoed (a crash, an engine that died) against it, and sends it again
+    /// only when it is absent.
+    fn transcript_is_durable(&self) -> bool {
+        false
+    }
+
     /// Conversations this kind of engine saved for `cwd`, whoever ran them (a TUI, another
     /// tool), newest first: what `session_history` lists beside the daemon's own sessions.
     fn saved_conversations(&self, cwd: &std::path::Path) -> Vec<SavedConversation> {

@@ -139,7 +139,7 @@ impl Hub {
         let messages = messages::Messages::open(&store)?;
         let schedules = schedules::Schedules::open(&agents, &messages);
         let usage = usage::open(&store)?;
-        Ok(Arc::new(Hub {
+        let hub = Arc::new(Hub {
             config,
             token,
             agent_caps: Default::default(),
@@ -160,7 +160,10 @@ impl Hub {
                 usage,
                 settings,
             }),
-        }))
+        });
+        // What the last run handed over and never saw reach its session.
+        hub.confirm_at_start();
+        Ok(hub)
     }
 
     /// Where the daemon token is kept (printed at start; never the token itself).

@@ -20,7 +20,7 @@ use jucode_clock::{Clock as _, ManualClock};
 use jucode_engine::{EngineError, EngineFactory, EngineOutput, StartSpec};
 use jucode_hub::{Auth, ClientId, Connection, Hub, HubConfig, Outgoing};
 use jucode_protocol::Object;
-use jucode_protocol::serve::Event;
+use jucode_protocol::serve::{Event, TranscriptItem};
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc};
 
@@ -49,6 +49,7 @@ pub struct HarnessBuilder {
     start: jiff::Timestamp,
     engines: Vec<String>,
     opens_at_startup: bool,
+    durable: bool,
     agents: Vec<(String, Value)>,
 }
 
@@ -73,6 +74,14 @@ impl HarnessBuilder {
         self
     }
 
+    /// Declares the scripted engines' saved transcripts durable (as the jucode engine's are):
+    /// what a test saves with [`ScriptedSession::save_user`] is what the hub reads back to
+    /// check a delivery it never saw echoed; a session that saved nothing holds nothing.
+    pub fn durable_transcripts(mut self, yes: bool) -> Self {
+        self.durable = yes;
+        self
+    }
+
     /// An agent the hub finds at start: `config` is its `agent.json` (`name` and `cwd` at
     /// least), written to `<home>/agents/<id>/` before the hub opens.
     pub fn agent(mut self, id: &str, config: Value) -> Self {
@@ -92,7 +101,7 @@ impl HarnessBuilder {
                 .context("write agent.json")?;
         }
         let clock = ManualClock::new(self.start);
-        let engines = ScriptedEngines::new(self.opens_at_startup);
+        let engines = ScriptedEngines::new(self.opens_at_startup, self.durable);
         let hub = open_hub(&home, &clock, &engines, &self.engines)?;
         Ok(Harness {
             hub,
@@ -142,6 +151,7 @@ impl Harness {
             start: START.parse().unwrap_or(jiff::Timestamp::UNIX_EPOCH),
             engines: vec!["jucode".into()],
             opens_at_startup: false,
+            durable: false,
             agents: Vec::new(),
         }
     }
@@ -150,6 +160,16 @@ impl Harness {
     /// clients and scripted sessions first, so nothing else holds it) and opened again.
     /// Engines the new hub starts arrive on the same [`ScriptedEngines`].
     pub async fn restart(self) -> Result<Harness> {
+        self.restart_with(|_| Ok(())).await
+    }
+
+    /// A restart that runs `before_open` on the jucode home once the old hub is gone and
+    /// before the new one opens: a test puts back the state files as they were at an
+    /// earlier instant, which is what a SIGKILL at that instant leaves.
+    pub async fn restart_with(
+        self,
+        before_open: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<Harness> {
         let Harness {
             hub,
             clock,
@@ -158,16 +178,38 @@ impl Harness {
             home,
             _dir,
         } = self;
+        // The old hub stops as the daemon does (nothing new starts), and lets go as its
+        // engines' tasks see their sessions end. An engine it starts meanwhile (a message
+        // found undelivered when an engine went) is dropped at once: it is the old hub's.
+        let stopping = hub.clone();
         let gone = Arc::downgrade(&hub);
         drop(hub);
-        // The closing engines' tasks let go of the hub as they see their sessions end.
+        let drain = || {
+            while let Some(session) = engines.take() {
+                drop(session);
+            }
+        };
         tokio::time::timeout(GUARD, async {
+            {
+                let stop = stopping.shutdown();
+                tokio::pin!(stop);
+                loop {
+                    drain();
+                    tokio::select! {
+                        _ = &mut stop => break,
+                        _ = tokio::task::yield_now() => {}
+                    }
+                }
+            }
+            drop(stopping);
             while gone.strong_count() > 0 {
+                drain();
                 tokio::task::yield_now().await;
             }
         })
         .await
         .map_err(|_| anyhow!("the old hub was still held after the {GUARD:?} guard"))?;
+        before_open(&home)?;
         let hub = open_hub(&home, &clock, &engines, &names)?;
         Ok(Harness {
             hub,
@@ -367,19 +409,40 @@ pub struct ScriptedEngines {
 
 struct Scripted {
     opens_at_startup: bool,
+    durable: bool,
     started: Mutex<VecDeque<ScriptedSession>>,
+    /// What each session saved (its user messages), by session id; kept across restarts.
+    saved: Mutex<HashMap<String, Vec<TranscriptItem>>>,
     notify: Notify,
 }
 
 impl ScriptedEngines {
-    fn new(opens_at_startup: bool) -> ScriptedEngines {
+    fn new(opens_at_startup: bool, durable: bool) -> ScriptedEngines {
         ScriptedEngines {
             inner: Arc::new(Scripted {
                 opens_at_startup,
+                durable,
                 started: Mutex::new(VecDeque::new()),
+                saved: Mutex::new(HashMap::new()),
                 notify: Notify::new(),
             }),
         }
+    }
+
+    /// The user messages `session` saved, in order.
+    pub fn saved(&self, session: &str) -> Vec<String> {
+        self.inner
+            .saved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session)
+            .into_iter()
+            .flatten()
+            .filter_map(|item| match item {
+                TranscriptItem::User { content, .. } => Some(content.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The next engine the hub started, in start order.
@@ -416,7 +479,12 @@ impl ScriptedEngines {
 impl EngineFactory for ScriptedEngines {
     fn start(&self, spec: StartSpec) -> Result<jucode_engine::EngineHandle, EngineError> {
         let (handle, ops, events) = jucode_engine::channel();
-        let session = ScriptedSession { spec, ops, events };
+        let session = ScriptedSession {
+            spec,
+            ops,
+            events,
+            engines: self.inner.clone(),
+        };
         self.inner
             .started
             .lock()
@@ -429,6 +497,15 @@ impl EngineFactory for ScriptedEngines {
     fn opens_at_startup(&self) -> bool {
         self.inner.opens_at_startup
     }
+
+    fn transcript_is_durable(&self) -> bool {
+        self.inner.durable
+    }
+
+    fn saved_transcript(&self, session: &str) -> Option<Vec<TranscriptItem>> {
+        let saved = self.inner.saved.lock().unwrap_or_else(|e| e.into_inner());
+        saved.get(session).cloned()
+    }
 }
 
 /// One engine the hub started: its start spec, the ops the hub sends it, and the way to emit
@@ -437,6 +514,7 @@ pub struct ScriptedSession {
     pub spec: StartSpec,
     ops: mpsc::UnboundedReceiver<Object>,
     events: mpsc::Sender<EngineOutput>,
+    engines: Arc<Scripted>,
 }
 
 impl ScriptedSession {
@@ -467,6 +545,19 @@ impl ScriptedSession {
     pub async fn emit(&self, kind: &str, fields: Value) -> Result<()> {
         self.output(EngineOutput::Event(Event::new(kind, fields)))
             .await
+    }
+
+    /// Saves a user message to this session's transcript, as an engine does before it
+    /// echoes it (read back through `saved_transcript`).
+    pub fn save_user(&self, content: &str) {
+        let mut saved = self.engines.saved.lock().unwrap_or_else(|e| e.into_inner());
+        saved
+            .entry(self.spec.session.clone())
+            .or_default()
+            .push(TranscriptItem::User {
+                content: content.to_string(),
+                images: vec![],
+            });
     }
 
     /// Emits the `startup` event a serve-v2 engine begins with.

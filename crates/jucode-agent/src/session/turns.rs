@@ -77,7 +77,6 @@ impl Ctx {
                 if !images.is_empty() {
                     event["images"] = json!(images);
                 }
-                self.emit("user_message", event).await;
                 {
                     let mut state = self.state();
                     state.turns += 1;
@@ -85,11 +84,14 @@ impl Ctx {
                         state.first_request = Some(content.clone());
                     }
                 }
+                // Saved before it is echoed: the daemon takes the echo as the session having
+                // the message, and checks the saved log for one it never saw echoed.
                 self.push_message(Message::User {
                     content: content.clone(),
                     images: images.clone(),
                 })
                 .await;
+                self.emit("user_message", event).await;
                 Some(content.clone())
             }
             TurnInput::Continue => None,

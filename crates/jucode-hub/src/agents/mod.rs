@@ -314,7 +314,17 @@ impl Agents {
 impl Inner {
     /// The `agents` list as it is now.
     pub(crate) fn agents_event(&self) -> DaemonEvent {
-        self.agents.event(&self.sessions.agent_sessions(None))
+        self.agents.event(&self.agent_run_sessions(None))
+    }
+
+    /// The sessions of `agent` (of every agent with `None`), each `busy` while it runs: while
+    /// its engine is in a turn, and while a message handed to it has not begun its turn yet.
+    pub(crate) fn agent_run_sessions(&self, agent: Option<&str>) -> Vec<SessionInfo> {
+        let mut sessions = self.sessions.agent_sessions(agent);
+        for s in &mut sessions {
+            s.busy |= self.messages.runs.awaits(&s.session);
+        }
+        sessions
     }
 
     /// Sends every client the `agents` list: after any change to an agent, and whenever one of

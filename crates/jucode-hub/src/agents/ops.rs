@@ -236,7 +236,7 @@ fn get(cx: &OpCx<'_>, id: &str) -> Result<(), AgentError> {
     let (info, dir, sessions) = {
         let inner = cx.hub.lock();
         let agent = inner.agents.known(id)?;
-        let sessions = inner.sessions.agent_sessions(Some(id));
+        let sessions = inner.agent_run_sessions(Some(id));
         let refs: Vec<_> = sessions.iter().collect();
         (agent.info(&refs), agent.dir.clone(), sessions)
     };

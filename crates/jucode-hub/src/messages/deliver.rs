@@ -25,36 +25,42 @@ pub(crate) const MAX_RUNS: usize = 4;
 /// Runs in progress at once in one agent's sessions.
 pub(crate) const MAX_RUNS_PER_AGENT: usize = 2;
 
-/// Deliveries whose turn has not started yet, by session: the texts sent, in order.
+/// Deliveries whose turn has not started yet, by session: the message ids and texts sent,
+/// in order.
 #[derive(Debug, Default)]
 pub(crate) struct RunState {
-    awaiting: HashMap<String, Vec<String>>,
+    awaiting: HashMap<String, Vec<(String, String)>>,
 }
 
 impl RunState {
-    fn delivered(&mut self, session: &str, text: String) {
+    fn delivered(&mut self, session: &str, id: String, text: String) {
         self.awaiting
             .entry(session.to_string())
             .or_default()
-            .push(text);
+            .push((id, text));
     }
 
     /// The engine began a turn on `content` (its `user_message` echo): the delivery of that
-    /// text, if it was one, is now the running turn.
-    pub(crate) fn turn_started(&mut self, session: &str, content: &str) {
-        if let Some(texts) = self.awaiting.get_mut(session) {
-            if let Some(i) = texts.iter().position(|t| t == content) {
-                texts.remove(i);
-            }
-            if texts.is_empty() {
-                self.awaiting.remove(session);
-            }
+    /// text, if it was one, is now the running turn. Returns its message id.
+    pub(super) fn turn_started(&mut self, session: &str, content: &str) -> Option<String> {
+        let texts = self.awaiting.get_mut(session)?;
+        let id = texts
+            .iter()
+            .position(|(_, t)| t == content)
+            .map(|i| texts.remove(i).0);
+        if texts.is_empty() {
+            self.awaiting.remove(session);
         }
+        id
     }
 
-    /// The engine stopped: what it had queued is gone with it.
-    pub(crate) fn engine_stopped(&mut self, session: &str) {
-        self.awaiting.remove(session);
+    /// The engine stopped: what it had queued is gone with it. Returns the ids of the
+    /// deliveries it never began.
+    pub(super) fn engine_stopped(&mut self, session: &str) -> Vec<String> {
+        self.awaiting
+            .remove(session)
+            .map(|texts| texts.into_iter().map(|(id, _)| id).collect())
+            .unwrap_or_default()
     }
 
     /// The engine named its session (its first `startup`).
@@ -64,7 +70,8 @@ impl RunState {
         }
     }
 
-    fn awaits(&self, session: &str) -> bool {
+    /// Whether a delivery to `session` has not begun its turn yet.
+    pub(crate) fn awaits(&self, session: &str) -> bool {
         self.awaiting.contains_key(session)
     }
 }
@@ -194,7 +201,16 @@ impl Hub {
                 new_session: msg.new_session,
                 reply_to: earlier.as_ref(),
             };
-            let session = match route::route(&wanted, &facts) {
+            // Handed to a session before and absent from it: that session again.
+            let again = msg
+                .again_to
+                .as_ref()
+                .filter(|s| facts.iter().any(|f| f.id == **s));
+            let route = match again {
+                Some(session) => Route::Session(session.clone()),
+                None => route::route(&wanted, &facts),
+            };
+            let session = match route {
                 Route::Undeliverable(reason) => {
                     records.push(undeliverable(reason));
                     continue;
@@ -242,6 +258,7 @@ impl Hub {
             records.push(Record::Delivered {
                 id: msg.id.clone(),
                 session: session.clone(),
+                confirm: true,
                 at,
             });
             sends.push(Send {
@@ -260,11 +277,15 @@ impl Hub {
             None if records.is_empty() => return Ok(()),
             None => inner.messages.append(records)?,
         }
+        // A session that had no run in progress has one now: the agents list says so.
+        let newly_running = sends.iter().any(|send| {
+            !inner.sessions.busy(&send.session) && !inner.messages.runs.awaits(&send.session)
+        });
         for send in sends {
             inner
                 .messages
                 .runs
-                .delivered(&send.session, send.text.clone());
+                .delivered(&send.session, send.id.clone(), send.text.clone());
             inner
                 .sessions
                 .deliver(&send.session, user_message(send.text));
@@ -279,6 +300,9 @@ impl Hub {
             ));
             inner.broadcast(&frame);
             crate::schedules::delivered(inner, &frame);
+        }
+        if newly_running {
+            inner.broadcast_agents();
         }
         Ok(())
     }

@@ -4,9 +4,11 @@
 //! Other areas send through [`Hub::enqueue_message`] with a [`NewMessage`]: a fired timer, an
 //! answered question, a scheduled task, another agent. This module keeps the log and its fold
 //! (what is still pending, which session got what, the dedupe keys seen); [`route`] decides
-//! where a message goes, [`deliver`] hands it over within the run limits, and [`tool`] is the
+//! where a message goes, [`deliver`] hands it over within the run limits, [`confirm`] makes
+//! sure a message handed over reached its session exactly once, and [`tool`] is the
 //! `message_agent` tool.
 
+mod confirm;
 mod deliver;
 pub(crate) mod route;
 pub(crate) mod tool;
@@ -109,9 +111,26 @@ pub(super) enum Record {
         from_session: Option<String>,
         at: u64,
     },
+    /// Handed to the session's engine. With `confirm` (every delivery this daemon writes) a
+    /// `received` or `unverified` record settles it later; one without (an older daemon's)
+    /// counts as received.
     Delivered {
         id: String,
         session: String,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        confirm: bool,
+        at: u64,
+    },
+    /// The session took it: its engine echoed it, or its saved transcript holds it.
+    Received {
+        id: String,
+        at: u64,
+    },
+    /// Handed over and never confirmed, and its session's engine keeps no transcript the
+    /// daemon can check: never sent again (at most once).
+    Unverified {
+        id: String,
+        reason: String,
         at: u64,
     },
     Undeliverable {
@@ -134,6 +153,8 @@ pub(super) struct Pending {
     pub(super) session: Option<String>,
     pub(super) reply_to: Option<String>,
     pub(super) new_session: bool,
+    /// Handed to this session before and found absent from it: it goes there again.
+    pub(super) again_to: Option<String>,
 }
 
 /// Every message's id: where it went and where it came from (for `reply_to`).
@@ -165,6 +186,13 @@ pub(crate) struct Messages {
     /// Deliveries by sender (`from`), in delivery order: a scheduled task's run sessions,
     /// for its `last_session` and its usage.
     by_sender: HashMap<String, Vec<Delivery>>,
+    /// Messages handed over and not yet confirmed received.
+    handed: HashMap<String, confirm::Handed>,
+    /// How many of the user's messages each session received, by (session, text hash): the
+    /// user's are delivered verbatim, so a check of a transcript counts copies.
+    user_taken: HashMap<(String, u64), usize>,
+    /// Hand-over order, so messages sent again go in the order they first went.
+    next_seq: u64,
     pub(crate) runs: RunState,
 }
 
@@ -178,6 +206,9 @@ impl Messages {
             dedupe: HashMap::new(),
             senders: HashMap::new(),
             by_sender: HashMap::new(),
+            handed: HashMap::new(),
+            user_taken: HashMap::new(),
+            next_seq: 0,
             runs: RunState::default(),
         };
         for record in records {
@@ -220,10 +251,34 @@ impl Messages {
                     session,
                     reply_to,
                     new_session,
+                    again_to: None,
                 });
             }
-            Record::Delivered { id, session, at } => {
-                self.pending.retain(|p| p.id != id);
+            Record::Delivered {
+                id,
+                session,
+                confirm,
+                at,
+            } => {
+                let waiting = self
+                    .pending
+                    .iter()
+                    .position(|p| p.id == id)
+                    .map(|i| self.pending.remove(i))
+                    .or_else(|| self.handed.remove(&id).map(|h| h.msg));
+                if let Some(msg) = waiting {
+                    if confirm {
+                        self.next_seq += 1;
+                        let handed = confirm::Handed {
+                            msg,
+                            session: session.clone(),
+                            seq: self.next_seq,
+                        };
+                        self.handed.insert(id.clone(), handed);
+                    } else {
+                        self.taken(&msg, &session);
+                    }
+                }
                 if let Some(from) = self.senders.get(&id) {
                     let list = self.by_sender.entry(from.clone()).or_default();
                     // A second record for one message (never written, but read defensively)
@@ -238,8 +293,27 @@ impl Messages {
                 }
                 self.known.entry(id).or_default().delivered_to = Some(session);
             }
-            Record::Undeliverable { id, .. } => self.pending.retain(|p| p.id != id),
+            Record::Received { id, .. } => {
+                if let Some(h) = self.handed.remove(&id) {
+                    self.taken(&h.msg, &h.session);
+                }
+            }
+            Record::Unverified { id, .. } => {
+                self.handed.remove(&id);
+            }
+            Record::Undeliverable { id, .. } => {
+                self.pending.retain(|p| p.id != id);
+                self.handed.remove(&id);
+            }
             Record::Other => {}
+        }
+    }
+
+    /// Counts a message from the user that `session` received.
+    fn taken(&mut self, msg: &Pending, session: &str) {
+        if msg.from == "user" {
+            let key = (session.to_string(), confirm::text_hash(&msg.body));
+            *self.user_taken.entry(key).or_default() += 1;
         }
     }
 
@@ -293,6 +367,21 @@ impl Messages {
     #[allow(dead_code)]
     pub(crate) fn deliveries_from(&self, from: &str) -> &[Delivery] {
         self.by_sender.get(from).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The engine of `session` began a turn on `content` (its `user_message` echo): a
+    /// delivery of that text is now received, and recorded so.
+    pub(crate) fn turn_started(&mut self, session: &str, content: &str, at: u64) {
+        let Some(id) = self.runs.turn_started(session, content) else {
+            return;
+        };
+        if !self.handed.contains_key(&id) {
+            return;
+        }
+        if let Err(e) = self.append(vec![Record::Received { id: id.clone(), at }]) {
+            // Unconfirmed, it is checked against the session's transcript at the next start.
+            tracing::error!("messages: could not record {id} received: {e}");
+        }
     }
 
     pub(crate) fn has_pending(&self) -> bool {
@@ -437,6 +526,7 @@ mod tests {
         Record::Delivered {
             id: id.into(),
             session: session.into(),
+            confirm: true,
             at,
         }
     }

@@ -47,6 +47,16 @@ impl Sessions {
             .map(|s| (s.id.as_str(), s.agent.as_deref(), s.busy))
     }
 
+    /// Whether the session's engine is in a turn.
+    pub(crate) fn busy(&self, session: &str) -> bool {
+        self.map.get(session).is_some_and(|s| s.busy)
+    }
+
+    /// The engine a session runs on.
+    pub(crate) fn engine_of(&self, session: &str) -> Option<&str> {
+        self.map.get(session).map(|s| s.engine.as_str())
+    }
+
     pub(crate) fn state(&self, session: &str) -> SessionState {
         match self.map.get(session).and_then(|s| s.running.as_ref()) {
             Some(running) if running.ops.is_closed() => SessionState::Stopping,
@@ -210,7 +220,12 @@ impl Hub {
 
     /// Everything an engine emits passes here: state kept for snapshots, then broadcast.
     /// Returns the session's new id when the engine named it.
-    fn on_engine(&self, session: &str, generation: u64, output: EngineOutput) -> Option<String> {
+    fn on_engine(
+        self: &Arc<Self>,
+        session: &str,
+        generation: u64,
+        output: EngineOutput,
+    ) -> Option<String> {
         let mut inner = self.lock();
         let shutting_down = inner.sessions.shutting_down;
         let current = inner
@@ -281,7 +296,8 @@ impl Hub {
                     s.auto_title = Some(title.clone());
                 }
                 if let Some(content) = &started {
-                    inner.messages.runs.turn_started(session, content);
+                    let now = self.config.clock.now_ms();
+                    inner.messages.turn_started(session, content, now);
                 }
                 if let Some(title) = title {
                     let record = Record::Title {
@@ -337,7 +353,7 @@ impl Hub {
                 let of_agent = s.agent.is_some();
                 s.busy = false;
                 s.watchers.clear();
-                inner.messages.runs.engine_stopped(session);
+                self.deliveries_dropped(&mut inner, session);
                 if let Some((client, id)) = created {
                     let why = error.as_deref().unwrap_or("it stopped");
                     let reply = to_value(&Reply::error(
