@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -18,51 +17,13 @@ use jucode_cotal::config::LaunchConfig;
 use jucode_cotal::harness::JournalSource;
 use jucode_cotal::relay::ToolResult;
 use jucode_cotal::testkit::{
-    self, FakeManager, NatsServer, Scripted, SeatProc, Step, TEST_UID as UID,
-    fast_seat_options as opts, seat_env as env,
+    FakeManager, NatsServer, Scripted, SeatProc, Step, TEST_UID as UID, fast_seat_options as opts,
+    seat_env as env,
 };
 use serde_json::{Map, Value, json};
 
-const GUARD: Duration = Duration::from_secs(60);
-
-async fn until<F, Fut>(what: &str, f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    testkit::until(what, GUARD, f).await
-}
-
-/// Every log line of this test process (the seat's included).
-fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let w = buf.clone();
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter("info")
-            .with_ansi(false)
-            .with_writer(move || LogWriter(w.clone()))
-            .try_init();
-        buf
-    })
-}
-
-struct LogWriter(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogWriter {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn log_text() -> String {
-    String::from_utf8_lossy(&logs().lock().unwrap()).to_string()
-}
+mod support;
+use support::{GUARD, log_text, logs, until};
 
 async fn nats_with(extra: &[&str]) -> NatsServer {
     match NatsServer::start_with(extra).await {
