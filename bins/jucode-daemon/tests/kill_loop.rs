@@ -17,29 +17,6 @@ use jucode_testsupport::fake_model::FakeModel;
 use jucode_testsupport::{Daemon, TestHome};
 use serde_json::{Value, json};
 
-/// Every user message the engines saved, over all sessions, with how many times.
-fn received(env: &TestHome) -> Result<HashMap<String, usize>> {
-    let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir(env.home().join("sessions")) else {
-        return Ok(out);
-    };
-    for entry in dir {
-        let text = std::fs::read_to_string(entry?.path())?;
-        for line in text.lines() {
-            let Ok(r) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            if r["kind"] == "message"
-                && r["message"]["role"] == "user"
-                && let Some(c) = r["message"]["content"].as_str()
-            {
-                *out.entry(c.to_string()).or_default() += 1;
-            }
-        }
-    }
-    Ok(out)
-}
-
 /// What the model saw acknowledged: message ids `message_agent` returned, timer ids `timer`
 /// set returned (from the tool results in the recorded requests).
 fn acked_by_tools(fake: &FakeModel) -> (HashSet<String>, HashSet<String>) {
@@ -75,7 +52,7 @@ fn times_named(held: &HashMap<String, usize>, needle: &str) -> usize {
 }
 
 fn check(env: &TestHome, fake: &FakeModel, acked: &HashSet<String>) -> Result<Vec<String>> {
-    let held = received(env)?;
+    let held = env.saved_user_messages()?;
     let mut missing = Vec::new();
     for body in acked {
         match held.get(body).copied().unwrap_or(0) {

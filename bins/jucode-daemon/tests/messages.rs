@@ -274,7 +274,7 @@ async fn kill_loop(rounds: usize) -> Result<()> {
     let mut daemon = Daemon::start_builtin(&env.home(), &fake.config("chat")).await?;
     let mut c = daemon.client().await?;
     // What the sessions hold already; the rest must begin a turn now.
-    let held = received_texts(&env)?;
+    let held = env.saved_user_messages()?;
     let mut missing: HashSet<String> = seen
         .acked
         .keys()
@@ -306,7 +306,7 @@ async fn kill_loop(rounds: usize) -> Result<()> {
     }
     // A message handed over again after a kill has a second `delivered` record; what
     // counts is what the sessions hold: every acknowledged message exactly once.
-    let held = received_texts(&env)?;
+    let held = env.saved_user_messages()?;
     for (body, id) in &seen.acked {
         let times = held.get(body).copied().unwrap_or(0);
         ensure!(times == 1, "{body} ({id}) received {times} times");
@@ -337,30 +337,6 @@ fn count_start(seen: &mut Seen, frame: &Value) {
     if let Some(body) = frame["content"].as_str() {
         *seen.started.entry(body.to_string()).or_default() += 1;
     }
-}
-
-/// Every user message the engines saved, over all sessions, with how many times: what the
-/// sessions received, from the engine's side (its conversation logs).
-fn received_texts(env: &TestHome) -> Result<HashMap<String, usize>> {
-    let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir(env.home().join("sessions")) else {
-        return Ok(out);
-    };
-    for entry in dir {
-        let text = std::fs::read_to_string(entry?.path())?;
-        for line in text.lines() {
-            let Ok(record) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
-            if record["kind"] == "message"
-                && record["message"]["role"] == "user"
-                && let Some(content) = record["message"]["content"].as_str()
-            {
-                *out.entry(content.to_string()).or_default() += 1;
-            }
-        }
-    }
-    Ok(out)
 }
 
 fn read_log(env: &TestHome) -> Result<Vec<Value>> {

@@ -48,6 +48,31 @@ impl TestHome {
 
     /// Writes `file` of the daemon's state directory (a log seeded before start), one JSON
     /// value per line.
+    /// Every user message the built-in engine saved in its conversation logs
+    /// (`sessions/`), over all sessions, with how many times: what the sessions received, from
+    /// the engine's side. A line torn by a kill is skipped, as the engine does.
+    pub fn saved_user_messages(&self) -> std::io::Result<std::collections::HashMap<String, usize>> {
+        let mut out = std::collections::HashMap::new();
+        let Ok(dir) = std::fs::read_dir(self.home().join("sessions")) else {
+            return Ok(out);
+        };
+        for entry in dir {
+            let text = std::fs::read_to_string(entry?.path())?;
+            for line in text.lines() {
+                let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                if record["kind"] == "message"
+                    && record["message"]["role"] == "user"
+                    && let Some(content) = record["message"]["content"].as_str()
+                {
+                    *out.entry(content.to_string()).or_default() += 1;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     pub fn seed_log(&self, file: &str, lines: &[serde_json::Value]) {
         let path = self.home().join("daemon").join(file);
         std::fs::create_dir_all(self.home().join("daemon")).expect("the state directory");
