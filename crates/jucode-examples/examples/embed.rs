@@ -122,6 +122,7 @@ async fn run(message: &str) -> Result<()> {
         engines,
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
+        billing: None,
     })
     .context("opening the hub")?;
 

@@ -55,6 +55,7 @@ impl Home {
             engines: HashMap::new(),
             clock: self.clock.shared(),
             agent_mcp: Default::default(),
+            billing: None,
         })
         .unwrap()
     }

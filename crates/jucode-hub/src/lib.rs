@@ -53,6 +53,7 @@ pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
 };
+pub use usage::{Billing, Charge, ChargesFuture};
 
 /// What the hub needs from its host.
 pub struct HubConfig {
@@ -72,6 +73,8 @@ pub struct HubConfig {
     /// How Claude Code and Codex agent sessions reach the agent tools (the daemon's own
     /// `agent-mcp` subcommand and its loopback URL); the default offers them none.
     pub agent_mcp: AgentMcp,
+    /// The signed-in gateway account's charges lookup; `None` leaves gateway amounts `null`.
+    pub billing: Option<Arc<dyn Billing>>,
 }
 
 /// Why the hub could not start.

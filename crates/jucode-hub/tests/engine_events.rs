@@ -87,6 +87,7 @@ fn open_hub(root: &std::path::Path, saved: Vec<TranscriptItem>) -> Arc<Hub> {
         engines,
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
+        billing: None,
     })
     .unwrap()
 }

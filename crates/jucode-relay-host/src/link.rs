@@ -598,6 +598,7 @@ mod tests {
             engines: Default::default(),
             clock: jucode_clock::SystemClock::shared(),
             agent_mcp: Default::default(),
+            billing: None,
         })
         .unwrap()
     }

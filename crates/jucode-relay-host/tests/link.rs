@@ -64,6 +64,7 @@ async fn an_idle_daemon_authenticates_and_answers_every_ping() {
         engines: HashMap::new(),
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
+        billing: None,
     })
     .unwrap();
     let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());
@@ -170,6 +171,7 @@ async fn an_unreadable_identity_is_pair_links_error_as_it_is() {
         engines: HashMap::new(),
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
+        billing: None,
     })
     .unwrap();
     let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());

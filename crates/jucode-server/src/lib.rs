@@ -8,6 +8,7 @@
 //! WebSocket loop.
 
 mod agent;
+pub mod billing;
 pub mod http;
 pub mod ws;
 
@@ -220,6 +221,7 @@ pub async fn run(
         Arc::new(jucode_adapters::acp::AcpEngine::new(adapters)),
     );
     let relay = options.relay.clone();
+    let gateway_home = home.clone();
     let version = options.version.clone();
     let server = Server::bind(ServerConfig {
         listen: options.listen,
@@ -236,6 +238,12 @@ pub async fn run(
                 program: std::env::current_exe().ok(),
                 url: None,
             },
+            billing: billing::load_account(&gateway_home).and_then(|account| {
+                billing::GatewayBilling::new(account)
+                    .map_err(|e| tracing::error!("gateway billing client: {e}"))
+                    .ok()
+                    .map(|b| b as Arc<dyn jucode_hub::Billing>)
+            }),
         },
         write_timeout: ws::WRITE_TIMEOUT,
     })

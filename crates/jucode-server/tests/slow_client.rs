@@ -47,6 +47,7 @@ async fn daemon(write_timeout: Duration) -> Result<Daemon> {
             engines,
             clock: jucode_clock::SystemClock::shared(),
             agent_mcp: Default::default(),
+            billing: None,
         },
         write_timeout,
     })

@@ -132,6 +132,7 @@ fn open_hub(
             .collect::<HashMap<_, _>>(),
         clock: clock.shared(),
         agent_mcp: Default::default(),
+        billing: None,
     };
     let hub = Hub::open(config).context("open the hub")?;
     hub.start_background();

@@ -25,6 +25,7 @@ pub mod bench_latency;
 mod bins;
 mod client;
 mod daemon;
+pub mod fake_billing;
 pub mod fake_model;
 pub mod harness;
 mod home;

@@ -6,10 +6,11 @@
 //! built on a spawned task and sent by request id, so they never hold up the connection's
 //! next op.
 
+mod billing;
 mod ledger;
 mod prices;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use jucode_protocol::daemon::{
@@ -23,6 +24,7 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{ClientId, Hub, Inner, to_value};
 
+pub use billing::{Billing, Charge, ChargesFuture};
 pub(crate) use ledger::Ledger;
 use ledger::TurnRecord;
 
@@ -103,28 +105,71 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: UsageOp) -> Result<(), OpError> {
     let client = cx.client;
     let id = cx.id.clone();
     tokio::spawn(async move {
-        answer(&hub, client, id, op);
+        answer(&hub, client, id, op).await;
     });
     Ok(())
 }
 
-fn answer(hub: &Arc<Hub>, client: ClientId, id: Option<Value>, op: UsageOp) {
-    let mut inner = hub.lock();
-    let reply = match reply_for(&inner, op) {
-        Ok(event) => Reply::to(id, event),
-        Err(e) => Reply::error(id, e.to_string()),
+async fn answer(hub: &Arc<Hub>, client: ClientId, id: Option<Value>, op: UsageOp) {
+    // Local sums first; with an account, the turns' charges are read without the lock and
+    // the reply summed again with them.
+    let first = reply_for(&hub.lock(), &op, None);
+    let reply = match (first, hub.config.billing.clone()) {
+        (Err(e), _) => Reply::error(id, e.to_string()),
+        (Ok(event), None) => Reply::to(id, event),
+        (Ok(event), Some(billing)) => {
+            let turn_ids = turn_ids(&event);
+            match billing.charges(turn_ids).await {
+                Ok(charges) => {
+                    let charges = charges
+                        .into_iter()
+                        .map(|c| (c.turn_id.clone(), c))
+                        .collect();
+                    match reply_for(&hub.lock(), &op, Some(&charges)) {
+                        Ok(event) => Reply::to(id, event),
+                        Err(e) => Reply::error(id, e.to_string()),
+                    }
+                }
+                Err(e) => Reply::to(id, with_billing_error(event, e)),
+            }
+        }
     };
-    inner.clients.send(client, &to_value(&reply));
+    hub.lock().clients.send(client, &to_value(&reply));
 }
 
-fn reply_for(inner: &Inner, op: UsageOp) -> Result<DaemonEvent, UsageError> {
+fn turn_ids(event: &DaemonEvent) -> Vec<String> {
+    match event {
+        DaemonEvent::SessionUsage { turns, .. } | DaemonEvent::ScheduleUsage { turns, .. } => {
+            turns.iter().map(|t| t.turn_id.clone()).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn with_billing_error(mut event: DaemonEvent, message: String) -> DaemonEvent {
+    if let DaemonEvent::SessionUsage { billing_error, .. }
+    | DaemonEvent::ScheduleUsage { billing_error, .. } = &mut event
+    {
+        *billing_error = Some(format!("gateway billing lookup failed: {message}"));
+    }
+    event
+}
+
+type Charges = HashMap<String, Charge>;
+
+fn reply_for(
+    inner: &Inner,
+    op: &UsageOp,
+    charges: Option<&Charges>,
+) -> Result<DaemonEvent, UsageError> {
     match op {
         UsageOp::SessionUsage { session } => {
+            let session = session.clone();
             if inner.sessions.usage_facts(&session).is_none() && !inner.usage.has_session(&session)
             {
                 return Err(UsageError::UnknownSession(session));
             }
-            let (totals, sessions, turns) = sum(inner, std::iter::once(session.clone()));
+            let (totals, sessions, turns) = sum(inner, std::iter::once(session.clone()), charges);
             Ok(DaemonEvent::SessionUsage {
                 session,
                 totals,
@@ -134,6 +179,7 @@ fn reply_for(inner: &Inner, op: UsageOp) -> Result<DaemonEvent, UsageError> {
             })
         }
         UsageOp::ScheduleUsage { schedule } => {
+            let schedule = schedule.clone();
             if !schedule_known(inner, &schedule) {
                 return Err(UsageError::UnknownSchedule(schedule));
             }
@@ -143,7 +189,7 @@ fn reply_for(inner: &Inner, op: UsageOp) -> Result<DaemonEvent, UsageError> {
                 .deliveries_from(&from)
                 .iter()
                 .map(|d| d.session.clone());
-            let (totals, sessions, turns) = sum(inner, runs);
+            let (totals, sessions, turns) = sum(inner, runs, charges);
             Ok(DaemonEvent::ScheduleUsage {
                 schedule,
                 totals,
@@ -159,6 +205,7 @@ fn reply_for(inner: &Inner, op: UsageOp) -> Result<DaemonEvent, UsageError> {
 fn sum(
     inner: &Inner,
     sessions: impl Iterator<Item = String>,
+    charges: Option<&Charges>,
 ) -> (UsageTotals, Vec<SessionUsageRow>, Vec<TurnUsageRow>) {
     let mut seen = HashSet::new();
     let mut totals = UsageTotals::default();
@@ -174,7 +221,7 @@ fn sum(
             ..UsageTotals::default()
         };
         for turn in inner.usage.of_session(&session) {
-            let one = turn_totals(turn);
+            let one = turn_totals(turn, charges);
             add(&mut row, &one);
             turns.push(TurnUsageRow {
                 turn_id: turn.turn_id.clone(),
@@ -194,7 +241,24 @@ fn sum(
     (totals, rows, turns)
 }
 
-fn turn_totals(turn: &TurnRecord) -> UsageTotals {
+/// A turn's sums; with charges read, a settled one has its points and a missing or pending
+/// one counts its requests as pending.
+fn turn_totals(turn: &TurnRecord, charges: Option<&Charges>) -> UsageTotals {
+    let charge = charges.map(|c| c.get(&turn.turn_id));
+    let (gateway_cost, gateway_requests, pending_requests) = match charge {
+        None => (None, 0, 0),
+        Some(Some(Charge {
+            points: Some(points),
+            requests,
+            ..
+        })) => (Some(*points), *requests, 0),
+        Some(Some(Charge {
+            points: None,
+            requests,
+            ..
+        })) => (None, 0, *requests),
+        Some(None) => (None, 0, turn.requests),
+    };
     UsageTotals {
         input_tokens: turn.input_tokens,
         cached_input_tokens: turn.cached_input_tokens,
@@ -202,12 +266,12 @@ fn turn_totals(turn: &TurnRecord) -> UsageTotals {
         output_tokens: turn.output_tokens,
         reasoning_tokens: turn.reasoning_tokens,
         turns: 1,
-        gateway_cost: None,
+        gateway_cost,
         estimated_cost_usd: turn.estimated_cost_usd,
-        pending_requests: 0,
+        pending_requests,
         unpriced_requests: u64::from(turn.estimated_cost_usd.is_none()),
         running: 0,
-        gateway_requests: 0,
+        gateway_requests,
     }
 }
 
