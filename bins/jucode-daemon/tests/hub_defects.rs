@@ -120,12 +120,7 @@ async fn a_reopened_session_shows_its_conversation_at_once_and_once() {
         .await
         .unwrap();
     let mut c = daemon.client().await.unwrap();
-    let created = c
-        .request(json!({"op":"session_create","cwd":env.project("app").display().to_string()}))
-        .await
-        .unwrap();
-    let id = created["session"].as_str().unwrap().to_string();
-    c.recv_type("mcp_servers", Some(&id)).await.unwrap();
+    let id = c.start_session(&env.project("app")).await.unwrap();
     c.send(json!({"op":"user_message","session":id,"content":"remember kumquat"}))
         .await
         .unwrap();

@@ -33,12 +33,7 @@ async fn jucode_turns_are_in_the_ledger_once_each_with_their_keys() {
     config["model"] = json!("fake-priced");
     let daemon = Daemon::start_builtin(&env.home(), &config).await.unwrap();
     let mut c = daemon.client().await.unwrap();
-    let created = c
-        .request(json!({"op":"session_create","cwd":env.project("app").display().to_string()}))
-        .await
-        .unwrap();
-    let id = created["session"].as_str().unwrap().to_string();
-    c.recv_type("mcp_servers", Some(&id)).await.unwrap();
+    let id = c.start_session(&env.project("app")).await.unwrap();
     let first = turn(&mut c, &id, "one").await;
     let second = turn(&mut c, &id, "two").await;
     let keys = [
@@ -99,12 +94,7 @@ async fn an_unpriced_model_is_null_not_zero() {
         .await
         .unwrap();
     let mut c = daemon.client().await.unwrap();
-    let created = c
-        .request(json!({"op":"session_create","cwd":env.project("app").display().to_string()}))
-        .await
-        .unwrap();
-    let id = created["session"].as_str().unwrap().to_string();
-    c.recv_type("mcp_servers", Some(&id)).await.unwrap();
+    let id = c.start_session(&env.project("app")).await.unwrap();
     turn(&mut c, &id, "hello").await;
     let reply = c
         .request(json!({"op":"session_usage","session":id}))

@@ -28,12 +28,7 @@ async fn with_turns(
     config["model"] = json!("fake-priced");
     let daemon = Daemon::start_builtin(&env.home(), &config).await.unwrap();
     let mut c = daemon.client().await.unwrap();
-    let created = c
-        .request(json!({"op":"session_create","cwd":env.project("app").display().to_string()}))
-        .await
-        .unwrap();
-    let id = created["session"].as_str().unwrap().to_string();
-    c.recv_type("mcp_servers", Some(&id)).await.unwrap();
+    let id = c.start_session(&env.project("app")).await.unwrap();
     let mut keys = Vec::new();
     for i in 0..n {
         c.send(json!({"op":"user_message","session":id,"content":format!("turn {i}")}))

@@ -179,6 +179,23 @@ impl Client {
         .with_context(|| format!("waiting for a {kind:?} frame (session {session:?})"))
     }
 
+    /// Creates a session of the default engine in `cwd` and waits until its engine is up (its
+    /// first `mcp_servers`); returns the session's id.
+    pub async fn start_session(&mut self, cwd: &std::path::Path) -> Result<String> {
+        let created = self
+            .request(serde_json::json!({"op": "session_create", "cwd": cwd.display().to_string()}))
+            .await?;
+        if created["type"] != "session_created" {
+            bail!("session_create answered {created}");
+        }
+        let id = created["session"]
+            .as_str()
+            .context("no session id")?
+            .to_string();
+        self.recv_type("mcp_servers", Some(&id)).await?;
+        Ok(id)
+    }
+
     /// Closes the connection, waiting briefly for the close handshake.
     pub async fn close(mut self) {
         let _ = self.ws.close(None).await;
