@@ -4,7 +4,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{bench, conformance, daemon, extension, tidy};
+use crate::{bench, conformance, daemon, extension, tidy, web};
 
 enum Check {
     Cargo(&'static [&'static str]),
@@ -12,6 +12,7 @@ enum Check {
     Docs,
     Tests,
     Extension,
+    Browser,
     Examples,
     Conformance,
     BenchQuick,
@@ -49,6 +50,10 @@ const STEPS: &[(&str, Check)] = &[
     (
         "the Cotal extension: npm ci, tsc, node --test (extension/cotal-jcode)",
         Check::Extension,
+    ),
+    (
+        "the remote page: npm ci, tsc, node --test, headless Chromium (cargo xtask browser --no-build)",
+        Check::Browser,
     ),
     (
         "scripts/run-examples.sh --no-build (the client and embed examples, run for real)",
@@ -143,6 +148,11 @@ fn run_check(check: &Check) -> Result<bool> {
         }
         // The build step built jucode-cotal-jcode, which its process-level tests run.
         Check::Extension => extension::run(extension::Options { build: false }),
+        // The build step built the daemon, the scripted engine and the relay.
+        Check::Browser => web::browser(web::BrowserOptions {
+            build: false,
+            filter: None,
+        }),
         // Same process: the binaries were just built by the build step.
         Check::Conformance => conformance::run(conformance::Options {
             build: false,

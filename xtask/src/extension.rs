@@ -38,21 +38,21 @@ pub fn major(version: &str) -> Option<u32> {
         .ok()
 }
 
-fn node_program() -> PathBuf {
+pub(crate) fn node_program() -> PathBuf {
     std::env::var_os("JUCODE_NODE")
         .map(PathBuf::from)
         .unwrap_or_else(|| "node".into())
 }
 
 /// `npm` beside the node we run, else the one on PATH.
-fn npm_program(node: &Path) -> PathBuf {
+pub(crate) fn npm_program(node: &Path) -> PathBuf {
     match node.parent() {
         Some(dir) if dir.join("npm").exists() => dir.join("npm"),
         _ => "npm".into(),
     }
 }
 
-fn check_node(node: &Path) -> Result<()> {
+pub(crate) fn check_node(node: &Path) -> Result<()> {
     let out = match Command::new(node).arg("--version").output() {
         Ok(out) => out,
         Err(e) => return Err(node_missing(&format!("cannot run {}: {e}", node.display()))),

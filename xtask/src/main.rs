@@ -8,6 +8,7 @@ mod extension;
 mod interop;
 mod schema;
 mod tidy;
+mod web;
 
 use std::process::ExitCode;
 
@@ -28,6 +29,10 @@ commands:
                                      bench --quick
   extension [--no-build]             the Cotal extension (extension/cotal-jcode): npm ci, tsc and
                                      node --test against the built jucode-cotal-jcode
+  web [--check]                      rebuild the remote page's committed bundle (crates/jucode-web/assets)
+                                     from web/ (--check: fail if it differs from a fresh build)
+  browser [--no-build] [FILTER]      the remote page: tsc, unit tests, then its scenarios in headless
+                                     Chromium against the built daemon and relay
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      through the adapters against a fake model server";
 
@@ -105,6 +110,26 @@ fn run() -> Result<bool> {
             tidy::run(options)
         }
         "schema" => schema::run(rest),
+        "web" => match rest {
+            [] => web::build(),
+            [flag] if flag == "--check" => web::check(),
+            other => bail!("unexpected arguments {other:?}\n{USAGE}"),
+        },
+        "browser" => {
+            let mut options = web::BrowserOptions {
+                build: true,
+                filter: None,
+            };
+            for arg in rest {
+                match arg.as_str() {
+                    "--no-build" => options.build = false,
+                    flag if flag.starts_with('-') => bail!("unknown flag {flag}\n{USAGE}"),
+                    filter if options.filter.is_none() => options.filter = Some(filter.into()),
+                    extra => bail!("unexpected argument {extra}\n{USAGE}"),
+                }
+            }
+            web::browser(options)
+        }
         "interop" => {
             if let Some(extra) = rest.first() {
                 bail!("interop takes no arguments, got {extra}");

@@ -1,6 +1,7 @@
 //! `jucode-daemon`: parses arguments and runs the daemon ([`jucode_server::run`]), or with
 //! `serve`, one session of the built-in engine over stdin/stdout ([`serve`]), or with
-//! `agent-mcp`, the agent tools' stdio MCP server ([`jucode_agent_mcp`]).
+//! `agent-mcp`, the agent tools' stdio MCP server ([`jucode_agent_mcp`]), or with `open`, a
+//! signed-in link to the remote page ([`open`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use jucode_server::DaemonOptions;
 
 #[cfg(debug_assertions)]
 mod debug_clock;
+mod open;
 mod relay_admin;
 mod serve;
 
@@ -61,6 +63,13 @@ enum Cmd {
         #[arg(long = "add-dir")]
         add_dir: Vec<PathBuf>,
     },
+    /// Print (and open, when this machine has a browser) a link to the remote page that signs
+    /// it in as a local client (the daemon token in the link's fragment).
+    Open {
+        /// Only print the link.
+        #[arg(long)]
+        no_browser: bool,
+    },
     /// Print a link that pairs a phone through the relay (asks the daemon running at --listen).
     Pair,
     /// Turn the relay connection on or off, or show it (the running daemon's, else the setting).
@@ -99,6 +108,19 @@ fn main() -> Result<()> {
         // The stdin reader may still wait for input: do not wait for it.
         runtime.shutdown_background();
         return Ok(());
+    }
+    if let Some(Cmd::Open { no_browser }) = &args.command {
+        let home = match args.home.clone() {
+            Some(h) => h,
+            None => {
+                PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".jucode")
+            }
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        return runtime.block_on(open::run(args.listen, home, *no_browser));
     }
     if let Some(Cmd::Pair | Cmd::Relay { .. }) = &args.command {
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -793,13 +793,12 @@ async fn plain_http_serves_the_remote_page_inside_its_directory() {
     let r = http(daemon.addr, "DELETE", "/x", None).await.unwrap();
     assert_eq!(r.status, 405);
 
-    // Without a web directory: a clear 404.
-    let mut daemon = daemon;
-    daemon.stop().await.unwrap();
-    let daemon = env.daemon().await;
-    let r = http(daemon.addr, "GET", "/remote", None).await.unwrap();
-    assert_eq!(r.status, 404);
-    assert!(String::from_utf8_lossy(&r.body).contains("--web"));
+    // --web replaces the embedded page entirely (tests/remote_page.rs covers that page).
+    let r = http(daemon.addr, "GET", "/remote/app.js", None)
+        .await
+        .unwrap();
+    assert_eq!(r.body, b"<html>remote</html>");
+    assert!(r.header("content-security-policy").is_none());
 }
 
 #[tokio::test]

@@ -231,6 +231,28 @@ async fn route(req: Request<Incoming>, state: Arc<State>, peer: IpAddr) -> Respo
         }
         (&Method::GET, "/relay/v1/push/key") => push::key(&state),
         (&Method::POST, "/relay/v1/push") => push::handle(req, &state).await,
+        // The remote page, so a pairing link opens it from this relay's origin.
+        (&Method::GET | &Method::HEAD, "/") => {
+            let mut r = text(StatusCode::FOUND, "");
+            r.headers_mut()
+                .insert(header::LOCATION, HeaderValue::from_static("/remote"));
+            r
+        }
+        (&Method::GET | &Method::HEAD, p) if !p.starts_with("/relay/") => {
+            let head = req.method() == Method::HEAD;
+            let mut r = jucode_web::respond(p, req.headers())
+                .map(|bytes| Body::from(hyper::body::Bytes::from_static(bytes)));
+            if head {
+                *r.body_mut() = Body::default();
+            }
+            r.headers_mut().insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
+            r.headers_mut()
+                .insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+            r
+        }
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
 }

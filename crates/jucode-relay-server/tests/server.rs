@@ -104,6 +104,38 @@ async fn health_and_unknown_paths() {
 }
 
 #[tokio::test]
+async fn the_relay_serves_the_remote_page_with_its_policy() {
+    let r = start(Limits::default(), None).await;
+    let origin = r.http.trim_end_matches("/relay/v1").to_string();
+    let http = jucode_relay_proto::push::http_client().unwrap();
+    // A pairing link opens /remote#pair=…: the page, from the relay's own origin.
+    let resp = http.get(format!("{origin}/remote")).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let csp = resp.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("connect-src 'self'"), "{csp}");
+    assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+    let html = resp.text().await.unwrap();
+    assert!(html.contains("/remote/app.js"), "{html}");
+    let js = http
+        .get(format!("{origin}/remote/app.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(js.status(), 200);
+    assert_eq!(
+        js.headers()["content-type"],
+        "text/javascript; charset=utf-8"
+    );
+    // The relay's own paths stay its own.
+    let resp = http
+        .get(format!("{origin}/relay/v1/nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+}
+
+#[tokio::test]
 async fn host_auth_failure_is_4401_and_a_newer_host_replaces_the_old_with_4409() {
     let r = start(Limits::default(), None).await;
     // A signature by another key.

@@ -50,7 +50,10 @@ pub(crate) async fn route(
         }
         (&Method::GET | &Method::HEAD, path) => {
             let head = req.method() == Method::HEAD;
-            let mut r = static_file(shared.web.as_deref(), path).await;
+            let mut r = match shared.web.as_deref() {
+                Some(dir) => static_file(dir, path).await,
+                None => embedded_page(&req, path),
+            };
             if head {
                 *r.body_mut() = Body::default();
             }
@@ -160,13 +163,13 @@ fn has_bad_escape(s: &str) -> bool {
     })
 }
 
-async fn static_file(web: Option<&Path>, request_path: &str) -> Response<Body> {
-    let Some(root) = web else {
-        return text(
-            StatusCode::NOT_FOUND,
-            "no web page is installed; start jucode daemon with --web <dir>\n",
-        );
-    };
+/// The page built into the binary ([`jucode_web`]), with its Content-Security-Policy, an
+/// `ETag` and gzip when the browser takes it.
+fn embedded_page<B>(req: &Request<B>, path: &str) -> Response<Body> {
+    jucode_web::respond(path, req.headers()).map(|bytes| Body::from(Bytes::from_static(bytes)))
+}
+
+async fn static_file(root: &Path, request_path: &str) -> Response<Body> {
     let Some(mut path) = web_path(root, request_path) else {
         return text(StatusCode::BAD_REQUEST, "bad path\n");
     };

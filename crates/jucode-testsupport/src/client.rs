@@ -280,13 +280,28 @@ pub async fn http(
     path: &str,
     body: Option<&[u8]>,
 ) -> Result<HttpResponse> {
+    http_with(addr, method, path, &[], body).await
+}
+
+/// As [`http`], with more request headers (`Accept-Encoding`, `If-None-Match`, …).
+pub async fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<HttpResponse> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let mut stream = tokio::net::TcpStream::connect(addr)
         .await
         .context("connect")?;
     let body = body.unwrap_or_default();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await?;

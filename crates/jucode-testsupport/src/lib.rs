@@ -35,7 +35,7 @@ mod relay;
 use std::time::Duration;
 
 pub use bins::{build_bin, daemon_bin, fake_serve_bin, find_bin};
-pub use client::{Client, HttpResponse, Ws, connect_status, http};
+pub use client::{Client, HttpResponse, Ws, connect_status, http, http_with};
 pub use daemon::{Daemon, DaemonBuilder, Engine};
 pub use home::TestHome;
 pub use relay::RelayServer;

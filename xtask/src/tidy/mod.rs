@@ -37,6 +37,7 @@ pub fn run(options: Options) -> Result<bool> {
     ok &= file_sizes(&ws)?;
     ok &= generated_protocol_files(&ws.root, options.fix)?;
     ok &= extension_package(&ws.root);
+    ok &= web_package(&ws.root);
     println!(
         "tidy: {}",
         if ok {
@@ -84,6 +85,37 @@ fn extension_package(root: &Path) -> bool {
             false
         }
     }
+}
+
+/// The remote page pins its dependencies exactly, and the committed bundle is what its
+/// sources build (`cargo xtask web` rewrites it).
+fn web_package(root: &Path) -> bool {
+    let dir = root.join(crate::web::PACKAGE);
+    let pinned = match extension::check(&dir) {
+        Ok(n) => {
+            println!("tidy: ok: web pins its {n} dependencies exactly in package-lock.json");
+            true
+        }
+        Err(e) => {
+            println!("tidy: FAIL: web: {e}");
+            false
+        }
+    };
+    let built = match crate::web::check() {
+        Ok(true) => {
+            println!("tidy: ok: crates/jucode-web/assets is a fresh build of web/");
+            true
+        }
+        Ok(false) => {
+            println!("tidy: FAIL: crates/jucode-web/assets differs from web/ (cargo xtask web)");
+            false
+        }
+        Err(e) => {
+            println!("tidy: FAIL: web: {e:#}");
+            false
+        }
+    };
+    pinned && built
 }
 
 /// The host's target triple: the graph is resolved for the machine the daemon runs on, so a

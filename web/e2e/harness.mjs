@@ -1,0 +1,191 @@
+// The browser suite's harness: the real daemon (and relay) binaries on loopback with a
+// temporary home, a desk client over WebSocket, and real headless Chromium driven by
+// playwright-core. `cargo xtask browser` builds the binaries and runs `run.mjs`.
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const ROOT = resolve(here, "../..");
+const TARGET = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_DIR) : join(ROOT, "target");
+export const SHOTS = process.env.JUCODE_SCREENSHOTS ?? join(TARGET, "screenshots");
+
+export function bin(name) {
+  const env = { "jucode-daemon": "JUCODE_DAEMON_BIN", "jucode-fake-serve": "JUCODE_FAKE_SERVE_BIN", "jucode-relay": "JUCODE_RELAY_BIN" }[name];
+  return process.env[env] ?? join(TARGET, "debug", name);
+}
+
+const WAIT_MS = 20_000;
+
+/** Spawns a program that prints "listening on http://ADDR" once it serves. */
+function spawnListening(program, args, env, what) {
+  return new Promise((resolveP, rejectP) => {
+    const child = spawn(program, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+    const logs = [];
+    let done = false;
+    const timer = setTimeout(() => {
+      if (!done) {
+        done = true;
+        child.kill("SIGKILL");
+        rejectP(new Error(`${what} did not start:\n${logs.join("")}`));
+      }
+    }, WAIT_MS);
+    const onData = (chunk) => {
+      const text = chunk.toString();
+      logs.push(text);
+      const m = /listening on http:\/\/([^\s/]+)/.exec(text);
+      if (m && !done) {
+        done = true;
+        clearTimeout(timer);
+        resolveP({ child, addr: m[1], logs });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => {
+      if (!done) {
+        done = true;
+        clearTimeout(timer);
+        rejectP(new Error(`${what} exited (${code}) before listening:\n${logs.join("")}`));
+      }
+    });
+  });
+}
+
+/** A temporary directory for one scenario: the user's HOME, with the jucode home inside. */
+export function tempHome() {
+  const root = mkdtempSync(join(tmpdir(), "jucode-e2e-"));
+  const home = join(root, ".jucode");
+  mkdirSync(home, { recursive: true });
+  return { root, home, project: (name) => { const p = join(root, name); mkdirSync(p, { recursive: true }); return p; }, remove: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+/**
+ * The real daemon with the scripted engine (jucode-fake-serve) by default.
+ * options: { home (from tempHome), port (to restart on the same one), relay, args, env, web }
+ */
+export async function startDaemon(h, options = {}) {
+  const args = ["--listen", `127.0.0.1:${options.port ?? 0}`, "--home", h.home];
+  if (options.relay) args.push("--relay", options.relay);
+  else args.push("--no-relay");
+  const web = options.web ?? process.env.JUCODE_WEB_DIR;
+  if (web) args.push("--web", web);
+  args.push(...(options.args ?? []));
+  const env = { ...process.env, HOME: h.root, ...(options.env ?? {}) };
+  delete env.RUST_LOG;
+  if (options.builtin) delete env.JUCODE_SERVE_BIN;
+  else env.JUCODE_SERVE_BIN = bin("jucode-fake-serve");
+  const { child, addr, logs } = await spawnListening(bin("jucode-daemon"), args, env, "the daemon");
+  const daemon = {
+    addr,
+    port: Number(addr.split(":").pop()),
+    url: `http://${addr}`,
+    home: h.home,
+    child,
+    logs,
+    token: () => readFileSync(join(h.home, "daemon", "token"), "utf8").trim(),
+    /** The local link `jucode-daemon open` prints: the token in the fragment. */
+    localLink: (path = "/remote") => `http://${addr}${path}#token=${daemon.token()}`,
+    stop: () => stopChild(child, "SIGTERM"),
+    kill: () => stopChild(child, "SIGKILL"),
+  };
+  return daemon;
+}
+
+function stopChild(child, signal) {
+  return new Promise((r) => {
+    if (child.exitCode !== null || child.signalCode !== null) return r();
+    child.once("exit", () => r());
+    child.kill(signal);
+  });
+}
+
+/** The self-hosted relay server (`jucode-relay`) on loopback. */
+export async function startRelay(h, options = {}) {
+  const args = ["--listen", "127.0.0.1:0", ...(options.args ?? [])];
+  const { child, addr, logs } = await spawnListening(bin("jucode-relay"), args, { ...process.env, HOME: h.root }, "the relay");
+  return { addr, url: `http://${addr}`, ws: `ws://${addr}/relay/v1`, child, logs, stop: () => stopChild(child, "SIGTERM") };
+}
+
+/** A desk client: the daemon token over a WebSocket, request/reply by id, frames kept. */
+export async function desk(daemon, token = daemon.token()) {
+  const ws = new WebSocket(`ws://${daemon.addr}/?token=${encodeURIComponent(token)}`);
+  const frames = [];
+  const waiters = [];
+  let nextId = 1;
+  ws.onmessage = (e) => {
+    const f = JSON.parse(e.data);
+    frames.push(f);
+    for (const w of [...waiters]) if (w.pred(f)) { waiters.splice(waiters.indexOf(w), 1); clearTimeout(w.timer); w.resolve(f); }
+  };
+  await new Promise((r, j) => { ws.onopen = r; ws.onerror = () => j(new Error("desk: could not connect")); });
+  const client = {
+    frames,
+    /** The next frame (from now, or already seen when `seen` is true) matching `pred`. */
+    next(pred, { seen = false, timeoutMs = WAIT_MS } = {}) {
+      if (seen) { const f = frames.find(pred); if (f) return Promise.resolve(f); }
+      return new Promise((resolveW, rejectW) => {
+        const w = { pred, resolve: resolveW };
+        w.timer = setTimeout(() => { waiters.splice(waiters.indexOf(w), 1); rejectW(new Error(`desk: no matching frame in ${timeoutMs} ms`)); }, timeoutMs);
+        waiters.push(w);
+      });
+    },
+    async request(op, fields = {}) {
+      const id = nextId++;
+      const reply = client.next((f) => f.id === id);
+      ws.send(JSON.stringify({ ...fields, op, id }));
+      const f = await reply;
+      if (f.type === "error") throw new Error(`${op}: ${f.message}`);
+      return f;
+    },
+    send(op, fields = {}) { ws.send(JSON.stringify({ ...fields, op })); },
+    close() { ws.close(); },
+  };
+  await client.next((f) => f.type === "requirements", { seen: true });
+  return client;
+}
+
+/** Headless Chromium as the machine has it (Debian's package), flags that keep it offline. */
+export async function launchBrowser() {
+  return chromium.launch({
+    executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"],
+  });
+}
+
+export const PHONE = { viewport: { width: 360, height: 740 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true };
+export const DESKTOP = { viewport: { width: 1280, height: 800 } };
+
+/** A new page whose console errors and CSP violations fail the scenario at the end. */
+export async function newPage(browser, device = DESKTOP) {
+  const context = await browser.newContext(device);
+  const page = await context.newPage();
+  page.problems = [];
+  page.on("pageerror", (e) => page.problems.push(`page error: ${e.message}`));
+  page.on("console", (m) => { if (m.type() === "error" && !/WebSocket connection|Failed to load resource/.test(m.text())) page.problems.push(`console error: ${m.text()}`); });
+  page.on("dialog", (d) => { page.problems.push(`a dialog opened: ${d.message()}`); void d.dismiss(); });
+  return page;
+}
+
+export async function shoot(page, name) {
+  mkdirSync(SHOTS, { recursive: true });
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: false });
+}
+
+export function assert(cond, message) {
+  if (!cond) throw new Error(`assertion failed: ${message}`);
+}
+
+export async function eventually(fn, what, timeoutMs = WAIT_MS) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try { const v = await fn(); if (v) return v; } catch (e) { last = e; }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);
+}

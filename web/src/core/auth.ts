@@ -1,0 +1,85 @@
+// How this page reaches its daemon, decided once at start from the address and localStorage.
+// Tokens live only in localStorage and leave it only in the WebSocket connect; the address
+// bar is cleaned at once so a token or code never stays in history.
+
+export const KEY_LOCAL_TOKEN = "jucode-daemon-token";
+export const KEY_DEVICE_TOKEN = "jucode-device-token";
+export const KEY_RELAY_HOST = "jucode-relay-host";
+
+export type Access =
+  | { kind: "local"; token: string }
+  | { kind: "device"; token: string }
+  | { kind: "relay" }
+  | { kind: "pair"; code: string }
+  | { kind: "relay-pair"; fragment: string }
+  | { kind: "none" };
+
+function clean(url: URL): void {
+  history.replaceState(history.state, "", url.pathname + url.search + url.hash);
+}
+
+/** Reads and forgets what the address carries; falls back to what was kept. */
+export function decideAccess(loc: Location = location): Access {
+  const url = new URL(loc.href);
+  const fragment = new URLSearchParams(url.hash.replace(/^#/, ""));
+  const local = fragment.get("token");
+  if (local) {
+    localStorage.setItem(KEY_LOCAL_TOKEN, local);
+    url.hash = "";
+    clean(url);
+    return { kind: "local", token: local };
+  }
+  if (fragment.get("pair")) {
+    const raw = url.hash;
+    url.hash = "";
+    clean(url);
+    return { kind: "relay-pair", fragment: raw };
+  }
+  const code = url.searchParams.get("pair");
+  if (code) {
+    url.searchParams.delete("pair");
+    clean(url);
+    return { kind: "pair", code };
+  }
+  const kept = localStorage.getItem(KEY_LOCAL_TOKEN);
+  if (kept) return { kind: "local", token: kept };
+  const device = localStorage.getItem(KEY_DEVICE_TOKEN);
+  if (device) return { kind: "device", token: device };
+  if (localStorage.getItem(KEY_RELAY_HOST)) return { kind: "relay" };
+  return { kind: "none" };
+}
+
+/** A name for this device, shown in the desktop's device list. */
+export function deviceName(): string {
+  const ua = navigator.userAgent;
+  const what = /iPhone|iPad/.test(ua)
+    ? "iPhone"
+    : /Android/.test(ua)
+      ? "Android"
+      : /Mac OS X/.test(ua)
+        ? "Mac"
+        : /Windows/.test(ua)
+          ? "Windows"
+          : /Linux/.test(ua)
+            ? "Linux"
+            : "device";
+  return `Browser on ${what}`;
+}
+
+/** Trades a pairing code for a device token at `POST /api/pair`. */
+export async function pairWithCode(code: string): Promise<string> {
+  const r = await fetch("/api/pair", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ code: code.trim().toUpperCase(), name: deviceName() }),
+  });
+  const body = (await r.json().catch(() => ({}))) as { token?: string; error?: string };
+  if (!r.ok || !body.token) throw new Error(body.error ?? `pairing failed (${r.status})`);
+  localStorage.setItem(KEY_DEVICE_TOKEN, body.token);
+  return body.token;
+}
+
+/** Forgets every credential this page kept (after a revoke, or when the user asks). */
+export function forgetAll(): void {
+  for (const k of [KEY_LOCAL_TOKEN, KEY_DEVICE_TOKEN, KEY_RELAY_HOST]) localStorage.removeItem(k);
+}

@@ -1,0 +1,52 @@
+// The remote page: decide how to reach the daemon, connect, draw.
+import { render } from "preact";
+import "./styles/base.css";
+import { decideAccess, pairWithCode } from "./core/auth";
+import { startDaemon } from "./core/daemon";
+import { directOpener } from "./core/transport";
+import { store } from "./core/store";
+import { App } from "./ui/app";
+import { Welcome } from "./ui/welcome";
+import { applyTheme } from "./ui/theme";
+import { KEY_DEVICE_TOKEN, KEY_LOCAL_TOKEN } from "./core/auth";
+
+applyTheme();
+
+async function boot(root: HTMLElement): Promise<void> {
+  const access = decideAccess();
+  switch (access.kind) {
+    case "pair":
+      try {
+        await pairWithCode(access.code);
+      } catch (e) {
+        render(<Welcome error={(e as Error).message} />, root);
+        return;
+      }
+      store.set({ access: "device" });
+      startDaemon(directOpener(() => localStorage.getItem(KEY_DEVICE_TOKEN)));
+      break;
+    case "local":
+      store.set({ access: "local" });
+      startDaemon(directOpener(() => localStorage.getItem(KEY_LOCAL_TOKEN)));
+      break;
+    case "device":
+      store.set({ access: "device" });
+      startDaemon(directOpener(() => localStorage.getItem(KEY_DEVICE_TOKEN)));
+      break;
+    case "relay":
+    case "relay-pair":
+      render(<Welcome error="Connecting through the relay is not in this build yet." />, root);
+      return;
+    case "none":
+      render(<Welcome />, root);
+      return;
+  }
+  render(<App />, root);
+}
+
+const root = document.getElementById("app");
+if (root) void boot(root);
+
+if ("serviceWorker" in navigator && location.protocol !== "file:") {
+  navigator.serviceWorker.register("/remote/sw.js", { scope: "/remote/" }).catch(() => {});
+}

@@ -1,0 +1,79 @@
+// The page's frame: the connection banner, the navigation and the view the route names.
+import { navigate, useRoute, type Route } from "../core/route";
+import { useStore } from "../core/store";
+import { StatusBanner } from "./status";
+import { ThemeToggle } from "./theme";
+import { SessionsView } from "../sessions/view";
+import { SessionView } from "../session/view";
+import { InboxView } from "../inbox/view";
+import { AgentsView, AgentView } from "../agents/view";
+import { SettingsView } from "../settings/view";
+
+interface Tab {
+  view: Route["view"];
+  label: string;
+  localOnly?: boolean;
+}
+
+const TABS: Tab[] = [
+  { view: "sessions", label: "Sessions" },
+  { view: "inbox", label: "Inbox" },
+  { view: "agents", label: "Agents" },
+  { view: "settings", label: "Settings" },
+];
+
+function isActive(tab: Tab, route: Route): boolean {
+  if (tab.view === route.view) return true;
+  return (tab.view === "sessions" && route.view === "session") || (tab.view === "agents" && route.view === "agent");
+}
+
+function InboxCount() {
+  const n = useStore((s) => s.questions.filter((q) => !q.answer).length + s.actions.length);
+  return n > 0 ? <span class="count" aria-label={`${n} waiting`}>{n}</span> : null;
+}
+
+export function App() {
+  const route = useRoute();
+  const access = useStore((s) => s.access);
+  return (
+    <div class="app">
+      <header class="top">
+        <a
+          class="brand"
+          href="/remote"
+          onClick={(e) => {
+            e.preventDefault();
+            navigate({ view: "sessions" });
+          }}
+        >
+          jucode
+        </a>
+        <nav aria-label="Main">
+          {TABS.filter((t) => !t.localOnly || access === "local").map((t) => (
+            <a
+              href={t.view === "sessions" ? "/remote" : `/remote/${t.view}`}
+              aria-current={isActive(t, route) ? "page" : undefined}
+              onClick={(e) => {
+                e.preventDefault();
+                navigate({ view: t.view } as Route);
+              }}
+            >
+              {t.label}
+              {t.view === "inbox" && <InboxCount />}
+            </a>
+          ))}
+        </nav>
+        <ThemeToggle />
+      </header>
+      <StatusBanner />
+      <main id="main">
+        {route.view === "sessions" && <SessionsView />}
+        {route.view === "session" && <SessionView id={route.id} />}
+        {route.view === "inbox" && <InboxView />}
+        {route.view === "agents" && <AgentsView />}
+        {route.view === "agent" && <AgentView id={route.id} />}
+        {route.view === "settings" && <SettingsView />}
+      </main>
+    </div>
+  );
+}
