@@ -2,7 +2,15 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n>`, `flood-timed <n>`, `crash`; anything else is echoed back. The conversation is kept in
+//! `flood <n>`, `flood-timed <n>`, `crash`, `replay <file>`; anything else is echoed back.
+//!
+//! `replay <file>` reads a JSONL file inside the session's directory and emits each line as an
+//! event, verbatim, so a test can play any sequence of real serve-protocol events (the remote
+//! page's suite draws reasoning, tool calls, diffs and hostile text this way). Three directives
+//! are not emitted: `{"type":"_save","item":{…}}` appends a transcript item (what a reopen or a
+//! snapshot shows), `{"type":"_sleep","ms":N}` pauses, and `{"type":"_approval","call_id":…,
+//! "summary":…, …}` emits an `approval_request` with those fields and waits for `approve` as
+//! `approve <command>` does. Without `_approval`, the turn ends after the last line. The conversation is kept in
 //! `<cwd>/.jucode-fake/<session>.jsonl`, deferred actions in `<session>.actions.json`.
 
 use std::collections::VecDeque;
@@ -461,11 +469,67 @@ impl Engine {
             }
             return self.finish(&format!("flooded {n}")).await;
         }
+        if let Some(file) = content.strip_prefix("replay ") {
+            return self.replay(file.trim()).await;
+        }
         if content == "crash" {
             // Simulates an engine dying mid-turn: no further output, no cleanup.
             std::process::exit(3);
         }
         self.reply(&format!("echo: {content}")).await
+    }
+
+    /// The `replay <file>` script (see the top of this file).
+    async fn replay(&mut self, file: &str) -> Result<()> {
+        let path = Path::new(&self.cwd).join(file);
+        let inside = Path::new(file)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) if inside => text,
+            Ok(_) => {
+                return self
+                    .reply("replay: the file must be inside the session's directory")
+                    .await;
+            }
+            Err(e) => {
+                return self
+                    .reply(&format!("replay: cannot read {file}: {e}"))
+                    .await;
+            }
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let event: Value =
+                serde_json::from_str(line).with_context(|| format!("replay: not JSON: {line}"))?;
+            match event.get("type").and_then(Value::as_str) {
+                Some("_save") => self.save(event.get("item").unwrap_or(&Value::Null))?,
+                Some("_sleep") => {
+                    let ms = event.get("ms").and_then(Value::as_u64).unwrap_or(0);
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+                Some("_approval") => {
+                    let mut request = event.clone();
+                    if let Some(obj) = request.as_object_mut() {
+                        obj.insert("type".into(), json!("approval_request"));
+                    }
+                    let call_id = event
+                        .get("call_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("call_replay")
+                        .to_string();
+                    let command = event
+                        .get("summary")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string();
+                    self.emit(request).await?;
+                    self.turn = Some(Turn::Approval { call_id, command });
+                    return Ok(());
+                }
+                _ => self.emit(event).await?,
+            }
+        }
+        self.finish("").await
     }
 
     async fn reply(&mut self, text: &str) -> Result<()> {
