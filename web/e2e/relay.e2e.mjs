@@ -69,7 +69,16 @@ export const scenarios = [
       if (process.env.JUCODE_WEB_DIR) await serveBuiltPage(page, relay.url, process.env.JUCODE_WEB_DIR);
       // Every WebSocket the page opens goes to the relay, never to the daemon.
       const sockets = [];
-      page.on("websocket", (ws) => sockets.push(ws.url()));
+      // The size of each stream's first message (msg1): it shows whether a code was sent.
+      const msg1 = [];
+      page.on("websocket", (ws) => {
+        sockets.push(ws.url());
+        let first = true;
+        ws.on("framesent", (f) => {
+          if (first) msg1.push(typeof f.payload === "string" ? -1 : f.payload.length);
+          first = false;
+        });
+      });
       await page.goto(link);
 
       await page.getByRole("link", { name: /demo/ }).waitFor();
@@ -104,6 +113,10 @@ export const scenarios = [
       // (The session may be titled after its first message by now: find it by its address.)
       await page.locator(`a[href="/remote/s/${created.session}"]`).waitFor();
       assert(sockets.length > before, "a new relay stream after the reload");
+      // msg1 is e (32) + encrypted s (48) + the encrypted payload (+16): without the code,
+      // its payload is `,"pair":"<8 chars>"` (18 bytes) shorter.
+      assert(msg1.length === sockets.length && msg1.every((n) => n > 0), `binary msg1s: ${msg1}`);
+      assert(msg1[0] - msg1.at(-1) === 18, `msg1 sizes ${msg1}: the reload must send no code`);
       const again = (await d.request("device_list")).devices.filter((x) => x.kind === "relay");
       assert(again.length === 1 && again[0].id === devices[0].id, `still one device: ${JSON.stringify(again)}`);
       const stored = await page.evaluate(() => JSON.parse(localStorage.getItem("jucode-relay-host") ?? "null"));
