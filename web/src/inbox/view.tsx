@@ -228,10 +228,7 @@ function ReportCard({ r }: { r: Json }) {
         <span class="inbox-title">{String(r.title ?? "")}</span>
         {!r.read ? <span class="inbox-unread">unread</span> : null}
       </button>
-      <p class="meta">
-        {r.agent ? <>{String(r.agent)} · </> : null}
-        {when(r.at)}
-      </p>
+      {r.agent ? <p class="meta">from {String(r.agent)}</p> : null}
       {open ? (
         <div id={bodyId}>
           <Markdown text={String(r.body ?? "")} />
