@@ -34,7 +34,7 @@ function Editor({ initial, onDone }: { initial: ScheduleForm; onDone: () => void
       </label>
       <label>
         Repeat
-        <select value={f.repeat} onChange={(e) => up({ repeat: (e.target as HTMLSelectElement).value as Repeat })}>
+        <select aria-label="Repeat" value={f.repeat} onChange={(e) => up({ repeat: (e.target as HTMLSelectElement).value as Repeat })}>
           {REPEATS.map((r) => (
             <option value={r}>{r}</option>
           ))}

@@ -90,7 +90,7 @@ function CreateAgent({ onDone }: { onDone: () => void }) {
         Id
         <input
           value={agentId}
-          pattern="[a-z0-9-]{1,40}"
+          pattern="[a-z0-9\-]{1,40}"
           required
           aria-describedby="agent-id-hint"
           onInput={(e) => {
@@ -229,7 +229,7 @@ function Settings({ a }: { a: Json }) {
       </label>
       <label>
         Approval mode
-        <select value={mode} onChange={(e) => setMode((e.target as HTMLSelectElement).value)}>
+        <select aria-label="Approval mode" value={mode} onChange={(e) => setMode((e.target as HTMLSelectElement).value)}>
           {MODES.map((m) => (
             <option value={m}>{m}</option>
           ))}
@@ -237,7 +237,7 @@ function Settings({ a }: { a: Json }) {
       </label>
       <label>
         Sandbox
-        <select value={sandbox} onChange={(e) => setSandbox((e.target as HTMLSelectElement).value)}>
+        <select aria-label="Sandbox" value={sandbox} onChange={(e) => setSandbox((e.target as HTMLSelectElement).value)}>
           {SANDBOXES.map((m) => (
             <option value={m}>{m}</option>
           ))}
@@ -249,7 +249,7 @@ function Settings({ a }: { a: Json }) {
       </label>
       <label>
         Icon
-        <select value={iconKind} onChange={(e) => setIconKind((e.target as HTMLSelectElement).value)}>
+        <select aria-label="Icon" value={iconKind} onChange={(e) => setIconKind((e.target as HTMLSelectElement).value)}>
           <option value="none">none (initial)</option>
           <option value="slug">emoji or short text</option>
           <option value="builtin">built-in id</option>
@@ -280,7 +280,7 @@ function Settings({ a }: { a: Json }) {
       </div>
       <label>
         Project
-        <select value={project} onChange={(e) => setProject((e.target as HTMLSelectElement).value)}>
+        <select aria-label="Project" value={project} onChange={(e) => setProject((e.target as HTMLSelectElement).value)}>
           <option value="">none (stays in {String(a.cwd ?? "its directory")})</option>
           {projs.map((p) => (
             <option value={p.id}>{p.label}</option>
