@@ -39,8 +39,6 @@ export const scenarios = [
     name: "a hostile SVG icon draws as an image and runs nothing; create an agent and a task, run it now",
     async run({ browser, home, cleanup }) {
       // The daemon's own origin is the one place a leak could reach: point the icon there.
-      const daemon0 = { port: 0 };
-      void daemon0;
       const ops = home.project("ops");
       const daemon = await startDaemon(home);
       cleanup.push(() => daemon.stop());
@@ -178,6 +176,7 @@ export const scenarios = [
       await page.getByRole("button", { name: "Save settings" }).click();
       const a = (await set).agents.find((x) => x.id === "ops");
       assert(a.sandbox === "read-only" && a.network === false && a.icon?.kind === "slug" && a.icon.value === "🦉" && a.color === "#12abef", `settings saved: ${JSON.stringify(a)}`);
+      await page.getByRole("status").filter({ hasText: "Saved." }).waitFor();
       // A bad icon is refused with the daemon's words.
       await page.getByLabel(/Emoji or text/).fill("x".repeat(40));
       await page.getByRole("button", { name: "Save settings" }).click();

@@ -137,7 +137,7 @@ export const scenarios = [
     },
   },
   {
-    name: "the inbox on a desktop, a report posted while it is open, an action closed and reopened",
+    name: "the inbox on a desktop: an action closed, reopened from done, then denied",
     async run({ browser, home, cleanup }) {
       seed(home);
       const daemon = await startDaemon(home);

@@ -187,24 +187,63 @@ export function AgentsView() {
 const MODES = ["manual", "auto-edit", "auto", "full-access"];
 const SANDBOXES = ["read-only", "workspace-write", "full-access"];
 
+interface SettingsValues {
+  name: string;
+  enabled: boolean;
+  mode: string;
+  sandbox: string;
+  network: boolean;
+  iconKind: string;
+  iconValue: string;
+  color: string;
+  project: string;
+}
+
+function settingsOf(a: Json): SettingsValues {
+  const icon = (a.icon ?? null) as Json | null;
+  return {
+    name: String(a.name ?? ""),
+    enabled: a.enabled !== false,
+    mode: String(a.approval_mode ?? "auto"),
+    sandbox: String(a.sandbox ?? "workspace-write"),
+    network: a.network !== false,
+    iconKind: icon?.kind ?? "none",
+    iconValue: icon?.kind === "svg" ? String(icon.markup ?? "") : icon?.kind === "slug" ? String(icon.value ?? "") : icon?.kind === "builtin" ? String(icon.id ?? "") : "",
+    color: typeof a.color === "string" ? a.color : "",
+    project: typeof a.project === "string" ? a.project : "",
+  };
+}
+
 function Settings({ a }: { a: Json }) {
   const workspaces = useStore((s) => s.workspaces);
-  const icon = (a.icon ?? null) as Json | null;
-  const [name, setName] = useState(String(a.name ?? ""));
-  const [enabled, setEnabled] = useState(a.enabled !== false);
-  const [mode, setMode] = useState(String(a.approval_mode ?? "auto"));
-  const [sandbox, setSandbox] = useState(String(a.sandbox ?? "workspace-write"));
-  const [network, setNetwork] = useState(a.network !== false);
-  const [iconKind, setIconKind] = useState<string>(icon?.kind ?? "none");
-  const [iconValue, setIconValue] = useState<string>(icon?.kind === "svg" ? String(icon.markup ?? "") : icon?.kind === "slug" ? String(icon.value ?? "") : icon?.kind === "builtin" ? String(icon.id ?? "") : "");
-  const [color, setColor] = useState<string>(typeof a.color === "string" ? a.color : "");
-  const [project, setProject] = useState<string>(typeof a.project === "string" ? a.project : "");
+  const [v, setV] = useState(() => settingsOf(a));
+  // Edits not yet saved are kept when the agents list is broadcast again (a turn starting,
+  // another client's change); an untouched form follows the daemon's values.
+  const [dirty, setDirty] = useState(false);
+  const sig = JSON.stringify(settingsOf(a));
+  useEffect(() => {
+    if (!dirty) setV(settingsOf(a));
+  }, [sig]);
+  const edit = (patch: Partial<SettingsValues>) => {
+    setV((old) => ({ ...old, ...patch }));
+    setDirty(true);
+  };
+  const { name, enabled, mode, sandbox, network, iconKind, iconValue, color, project } = v;
+  const setName = (x: string) => edit({ name: x });
+  const setEnabled = (x: boolean) => edit({ enabled: x });
+  const setMode = (x: string) => edit({ mode: x });
+  const setSandbox = (x: string) => edit({ sandbox: x });
+  const setNetwork = (x: boolean) => edit({ network: x });
+  const setIconKind = (x: string) => edit({ iconKind: x });
+  const setIconValue = (x: string) => edit({ iconValue: x });
+  const setColor = (x: string) => edit({ color: x });
+  const setProject = (x: string) => edit({ project: x });
   const [busy, err, run] = useOp();
   const [saved, setSaved] = useState(false);
   const projs = projects(workspaces);
   return (
     <form
-      class="agents-form"
+      class="agents-form agents-card agents-settings"
       aria-labelledby="settings-h"
       onSubmit={(e) => {
         e.preventDefault();
@@ -214,6 +253,7 @@ function Settings({ a }: { a: Json }) {
           iconKind === "none" ? null : iconKind === "svg" ? { kind: "svg", markup: iconValue } : iconKind === "slug" ? { kind: "slug", value: iconValue } : { kind: "builtin", id: iconValue };
         void run(async () => {
           await request("agent_update", fields);
+          setDirty(false);
           setSaved(true);
         });
       }}
@@ -516,7 +556,7 @@ export function AgentView({ id }: { id: string }) {
               {got && <Sessions a={a} sessions={Array.isArray(got.sessions) ? got.sessions : []} />}
             </div>
             <div class="agent-col">
-              <Settings key={JSON.stringify([a.name, a.enabled, a.approval_mode, a.sandbox, a.network, a.icon, a.color, a.project])} a={a} />
+              <Settings key={String(a.id)} a={a} />
               {got && <Memory a={a} files={Array.isArray(got.memory) ? got.memory.map(String) : []} />}
               <DeleteAgent a={a} />
             </div>
