@@ -127,6 +127,9 @@ export const scenarios = [
       await item.getByRole("button", { name: "Yes, delete" }).click();
       await gone;
       await page.getByText("No scheduled tasks.").waitFor();
+      await page.emulateMedia({ colorScheme: "dark" });
+      await page.evaluate(() => scrollTo(0, 0));
+      await shoot(page, "agent-page-phone-dark");
       await nothingRan(page, requests);
       assert(page.problems.length === 0, page.problems.join("\n"));
     },

@@ -133,6 +133,9 @@ export const scenarios = [
       await done.locator('[data-id="q-2"]').getByRole("button", { name: "Reopen" }).click();
       await reopened;
       await open.locator('[data-id="q-2"]').waitFor();
+      await page.emulateMedia({ colorScheme: "dark" });
+      await page.evaluate(() => scrollTo(0, 0));
+      await shoot(page, "inbox-phone-dark");
       assert(page.problems.length === 0, page.problems.join("\n"));
     },
   },
