@@ -6,6 +6,8 @@ import { ThemeToggle } from "./theme";
 import { SessionsView } from "../sessions/view";
 import { SessionView } from "../session/view";
 import { InboxView } from "../inbox/view";
+import { useReports } from "../inbox/reports";
+import { waitingCount } from "../inbox/model";
 import { AgentsView, AgentView } from "../agents/view";
 import { SettingsView } from "../settings/view";
 
@@ -28,7 +30,11 @@ function isActive(tab: Tab, route: Route): boolean {
 }
 
 function InboxCount() {
-  const n = useStore((s) => s.questions.filter((q) => !q.answer).length + s.actions.length);
+  // Open questions + pending actions + unread reports: what waits for the user.
+  const questions = useStore((s) => s.questions);
+  const actions = useStore((s) => s.actions);
+  const { reports } = useReports();
+  const n = waitingCount(questions, actions, reports);
   return n > 0 ? <span class="count" aria-label={`${n} waiting`}>{n}</span> : null;
 }
 
