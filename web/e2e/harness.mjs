@@ -165,8 +165,27 @@ export async function newPage(browser, device = DESKTOP) {
   const context = await browser.newContext(device);
   const page = await context.newPage();
   page.problems = [];
+  // A Content-Security-Policy violation on an element of the page is a finding. Chromium also
+  // reports (and blocks) an inline handler it merely parses in an inert document, as any
+  // in-browser sanitiser does with hostile markup (`<svg onload>` through DOMParser): those
+  // reach no element of the page, so they are kept apart in `page.inertCsp`.
+  page.inertCsp = [];
+  await page.addInitScript(() => {
+    document.addEventListener("securitypolicyviolation", (e) => {
+      const connected = e.target && e.target.nodeType === 1 && e.target.isConnected;
+      const where = connected ? e.target.outerHTML.slice(0, 160) : "a detached or inert node";
+      console.error(`CSP violation${connected ? "" : " (inert)"}: ${e.violatedDirective} blocked ${e.blockedURI || "inline"} at ${where}`);
+    });
+  });
   page.on("pageerror", (e) => page.problems.push(`page error: ${e.message}`));
-  page.on("console", (m) => { if (m.type() === "error" && !/WebSocket connection|Failed to load resource/.test(m.text())) page.problems.push(`console error: ${m.text()}`); });
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    const text = m.text();
+    if (text.startsWith("CSP violation (inert)")) page.inertCsp.push(text);
+    // Chromium's own echo of a violation; the listener above has already said what it was.
+    else if (/violates the following Content Security Policy/.test(text)) return;
+    else if (!/WebSocket connection|Failed to load resource/.test(text)) page.problems.push(`console error: ${text}`);
+  });
   page.on("dialog", (d) => { page.problems.push(`a dialog opened: ${d.message()}`); void d.dismiss(); });
   return page;
 }
