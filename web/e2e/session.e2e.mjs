@@ -201,17 +201,14 @@ export const scenarios = [
         { type: "info", message: '<svg onload="window.__pwned=6">' },
         { type: "_save", item: { role: "assistant", content: evil } },
       ]));
-      await d.request("session_meta", { session, title: '<img src=x onerror="window.__pwned=7"><script>window.__pwned=8</script>' }).catch(() => {});
+      d.send("session_meta", { session, title: '<img src=x onerror="window.__pwned=7"><script>window.__pwned=8</script>' });
       await page.goto(daemon.localLink(`/remote/s/${session}`));
       await page.locator('[data-testid="session-state"]', { hasText: "idle" }).waitFor();
       await say(page, "replay evil.jsonl");
       await page.locator('[data-testid="session-state"]', { hasText: "idle" }).waitFor();
       await page.locator(".tool .out").first().waitFor();
       await page.getByRole("button", { name: /Reasoning/ }).click();
-      await page.getByRole("link", { name: "All sessions" }).click();
-      await page.getByText("<script>window.__pwned=8</script>", { exact: false }).first().waitFor();
-      await page.goBack();
-      await page.locator(".assistant").first().waitFor();
+      await page.locator(".sv-side .srow .title", { hasText: "<script>window.__pwned=8</script>" }).waitFor();
       const seen = await page.evaluate(() => ({
         pwned: window.__pwned,
         jsHrefs: [...document.querySelectorAll("[href]")].filter((a) => /^\s*javascript:/i.test(a.getAttribute("href"))).length,
@@ -224,8 +221,8 @@ export const scenarios = [
       assert(seen.pwned === 0, `a script ran: ${seen.pwned}`);
       assert(seen.jsHrefs === 0 && seen.handlers === 0 && seen.inlineScripts === 0 && seen.svg === 0 && seen.imgs === 0, `hostile markup in the DOM: ${JSON.stringify(seen)}`);
       assert(seen.text.includes("<script>") && seen.text.includes("click me"), `the text is shown as text: ${seen.text}`);
-      await page.getByRole("link", { name: "All sessions" }).click();
-      await page.getByText("<script>window.__pwned=8</script>", { exact: false }).first().waitFor();
+      await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Sessions" }).click();
+      await page.locator(".srow .title", { hasText: "<script>window.__pwned=8</script>" }).waitFor();
       const title = await page.evaluate(() => ({ pwned: window.__pwned, imgs: document.querySelectorAll("img").length }));
       assert(title.pwned === 0 && title.imgs === 0, `the title ran: ${JSON.stringify(title)}`);
       noProblems(page);
@@ -287,10 +284,10 @@ export const scenarios = [
       const row = page.locator(".srow", { hasText: "Fix the API" });
       await row.getByText("1 to decide").waitFor();
       await page.getByRole("heading", { name: "Backend" }).waitFor();
-      await row.getByText("jucode").waitFor();
+      await row.locator(".meta", { hasText: "jucode" }).waitFor();
       // Create in a project from the workspaces list.
       await page.getByRole("button", { name: "New session" }).click();
-      assert((await page.getByLabel("Project").inputValue()) === app || (await page.getByLabel("Directory").inputValue()).endsWith("/app"), "the project is picked");
+      assert((await page.getByLabel("Project", { exact: true }).inputValue()).endsWith("/app"), "the project is picked");
       await shoot(page, "session-list-create-phone");
       await page.getByRole("button", { name: "Create" }).click();
       await eventually(() => /\/remote\/s\//.test(page.url()), "the new session opens");

@@ -141,15 +141,16 @@ function dropApproval(s: SessionState, callId: string): Approval[] {
 }
 
 /**
- * `s` after the session event `f`. Returns `s` itself when nothing changed. `closed` tells it
- * the session is not running now: an empty `transcript` then (the snapshot of a session
- * closed by a daemon restart holds nothing) does not wipe what is drawn.
+ * `s` after the session event `f`. Returns `s` itself when nothing changed. An empty
+ * `transcript` does not wipe what is drawn: a hosted session's conversation never shrinks to
+ * nothing (`/clear` is refused), but the snapshot of a session the daemon has not run since
+ * it restarted is empty until the engine's own transcript arrives.
  */
-export function reduce(s: SessionState, f: Record<string, unknown>, closed = false): SessionState {
+export function reduce(s: SessionState, f: Record<string, unknown>): SessionState {
   switch (f.type) {
     case "transcript": {
       const raw = Array.isArray(f.items) ? f.items : [];
-      if (raw.length === 0 && closed && s.items.length > 0) return s;
+      if (raw.length === 0 && s.items.length > 0) return s;
       const items: Item[] = [];
       for (const r of raw) {
         const it = fromTranscript(r);

@@ -125,25 +125,40 @@ export function SessionView({ id }: { id: string }) {
     };
     const off = store.onSessionFrame((f) => {
       if (f.session !== id) return;
-      const open = store.state.sessions.find((x) => x.session === id)?.open === true;
-      const next = reduce(cur.current, f as Json, !open);
+      const next = reduce(cur.current, f as Json);
       if (next === cur.current) return;
       cur.current = next;
       if (!raf) raf = requestAnimationFrame(flush);
     });
-    // After a reconnect: a session that was running before the drop and is closed now (the
-    // daemon restarted) is opened again, so the conversation goes on where it was.
-    let reopenCheck: boolean | null = null;
+    // After a reconnect: a session that was running until the connection dropped and is
+    // closed now (the daemon restarted; a stopping daemon closes its engines just before it
+    // goes) is opened again, so the conversation goes on where it was.
+    const find = () => store.state.sessions.find((x) => x.session === id);
+    let wasOpen = find()?.open === true;
+    let closedAt = 0;
+    let connOpen = store.state.conn.kind === "open";
+    let reopen = false;
+    let listAtReopen: unknown = null;
     const offReopen = onReopen(() => {
-      reopenCheck = store.state.sessions.find((x) => x.session === id)?.open === true;
+      listAtReopen = store.state.sessions;
     });
     const offList = store.subscribe(() => {
-      if (reopenCheck === null || store.state.conn.kind !== "open") return;
-      const now = store.state.sessions.find((x) => x.session === id);
-      if (!now) return;
-      const was = reopenCheck;
-      reopenCheck = null;
-      if (was && !now.open) void openIt();
+      const st = store.state;
+      const now = find();
+      if (st.conn.kind === "open") {
+        if (!connOpen) connOpen = true;
+        if (listAtReopen !== null && st.sessions !== listAtReopen) {
+          listAtReopen = null;
+          if (reopen && now && !now.open) void openIt();
+          reopen = false;
+        }
+        const open = now?.open === true;
+        if (wasOpen && !open) closedAt = Date.now();
+        wasOpen = open;
+      } else if (connOpen) {
+        connOpen = false;
+        reopen = wasOpen || Date.now() - closedAt < 3000;
+      }
     });
     watch(id);
     return () => {

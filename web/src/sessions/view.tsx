@@ -110,8 +110,8 @@ function NewSession({ onDone }: { onDone: () => void }) {
       </fieldset>
       {kind === "project" && list.length > 0 && (
         <label>
-          Project{" "}
-          <select value={list.some((p) => p.path === cwd) ? cwd : ""} onChange={(e) => setCwd(e.currentTarget.value)}>
+          <span id="ns-project">Project</span>
+          <select aria-labelledby="ns-project" value={list.some((p) => p.path === cwd) ? cwd : ""} onChange={(e) => setCwd(e.currentTarget.value)}>
             {!list.some((p) => p.path === cwd) && <option value="">(typed path)</option>}
             {list.map((p) => (
               <option key={p.path} value={p.path}>
@@ -123,14 +123,14 @@ function NewSession({ onDone }: { onDone: () => void }) {
       )}
       {kind === "project" && access === "local" && (
         <label>
-          Directory{" "}
-          <input type="text" value={cwd} placeholder="/home/you/project or ~/project" onInput={(e) => setCwd(e.currentTarget.value)} spellcheck={false} />
+          <span id="ns-dir">Directory</span>
+          <input aria-labelledby="ns-dir" type="text" value={cwd} placeholder="/home/you/project or ~/project" onInput={(e) => setCwd(e.currentTarget.value)} spellcheck={false} />
         </label>
       )}
       {kind === "project" && list.length === 0 && access !== "local" && <p class="muted">No projects yet: add one on the computer, or start a chat.</p>}
       <label>
-        Engine{" "}
-        <select value={engine} onChange={(e) => setEngine(e.currentTarget.value)}>
+        <span id="ns-engine">Engine</span>
+        <select aria-labelledby="ns-engine" value={engine} onChange={(e) => setEngine(e.currentTarget.value)}>
           {engines.map((x) => (
             <option key={x} value={x}>
               {x}
@@ -184,7 +184,13 @@ function Menu({ s, onError }: { s: Json; onError: (m: string) => void }) {
   return (
     <details class="menu">
       <summary aria-label={`Actions for ${name}`}>⋯</summary>
-      <div class="menu-items">
+      <div
+        class="menu-items"
+        onClick={(e) => {
+          // An action was picked: fold the menu.
+          if ((e.target as HTMLElement).closest("button")) (e.currentTarget.parentElement as HTMLDetailsElement).open = false;
+        }}
+      >
         {s.open ? (
           <button type="button" onClick={() => post("session_close", { session: s.session })}>
             Close
