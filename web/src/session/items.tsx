@@ -4,7 +4,7 @@ import { Component } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { request } from "../core/daemon";
 import { Markdown } from "../ui/markdown";
-import { diffClass, looksLikeDiff, splitBlocks, type Hunk, type Item } from "./model";
+import { diffClass, looksLikeDiff, splitBlocks, type Item } from "./model";
 
 /** Lines of tool output shown before "Show all". */
 export const CLIP_LINES = 24;
@@ -35,17 +35,6 @@ export function DiffLines({ lines }: { lines: string[] }) {
         </span>
       ))}
     </pre>
-  );
-}
-
-export function HunkView({ hunk }: { hunk: Hunk }) {
-  return (
-    <div class="hunk">
-      <div class="hunk-head">
-        <span class="file">{hunk.file}</span> <span class="muted">{hunk.header}</span>
-      </div>
-      <DiffLines lines={hunk.lines} />
-    </div>
   );
 }
 

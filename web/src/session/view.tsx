@@ -5,7 +5,7 @@ import { onReopen, post, request, unwatch, watch } from "../core/daemon";
 import { navigate } from "../core/route";
 import { store, useStore, type Json } from "../core/store";
 import { emptyState, reduce, type Approval, type Item, type SessionState } from "./model";
-import { HunkView, Row, type RowUi } from "./items";
+import { DiffLines, Row, type RowUi } from "./items";
 import { VList } from "./vlist";
 import { Composer } from "./composer";
 import { SessionList, sessionTitle } from "../sessions/view";
@@ -39,9 +39,10 @@ function ApprovalCard({ session, a }: { session: string; a: Approval }) {
           <legend>Changes to apply</legend>
           {hunks.map((h) => (
             <div class="hunk-pick" key={h.id}>
-              <label>
+              <label class="hunk-head">
                 <input
                   type="checkbox"
+                  aria-label={`Apply ${h.file} ${h.header}`}
                   checked={chosen.has(h.id)}
                   onChange={(e) => {
                     const next = new Set(chosen);
@@ -49,10 +50,10 @@ function ApprovalCard({ session, a }: { session: string; a: Approval }) {
                     else next.delete(h.id);
                     setChosen(next);
                   }}
-                />{" "}
-                Apply {h.file} {h.header}
+                />
+                <span class="file">{h.file}</span> <span class="muted">{h.header}</span>
               </label>
-              <HunkView hunk={h} />
+              <DiffLines lines={h.lines} />
             </div>
           ))}
         </fieldset>

@@ -8,7 +8,9 @@ import { store, useStore, type Json } from "../core/store";
 import "./sessions.css";
 
 export function sessionTitle(s: Json): string {
-  return (typeof s.title === "string" && s.title) || (typeof s.cwd === "string" && s.cwd.split("/").pop()) || String(s.session);
+  if (typeof s.title === "string" && s.title) return s.title;
+  if (s.chat) return "New chat";
+  return ( (typeof s.cwd === "string" && s.cwd.split("/").pop()) || String(s.session));
 }
 
 /** A group as the list shows it: a string, or an object's `name`; anything else is none. */
