@@ -36,8 +36,9 @@ export const scenarios = [
   {
     name: "streamed text shows before the turn ends, as markdown, and ready ends the turn",
     async run(ctx) {
-      const { dir, page } = await setup(ctx, DESKTOP);
+      const { dir, page, sent } = await setup(ctx, DESKTOP);
       writeFileSync(join(dir, "stream.jsonl"), jsonl([
+        { type: "user_message", content: "what is in this picture?", images: [join(dir, "shot.png")] },
         { type: "assistant_start" },
         { type: "assistant_delta", delta: "Hello " },
         { type: "_sleep", ms: 700 },
@@ -55,6 +56,10 @@ export const scenarios = [
       await page.locator(".assistant li", { hasText: "two" }).waitFor();
       await page.locator('[data-testid="session-state"]', { hasText: "idle" }).waitFor();
       assert((await page.locator(".assistant .caret").count()) === 0, "no caret after ready");
+      // A message's image is asked of the daemon (fs_image); this daemon does not serve it yet,
+      // so the page names the file instead.
+      await page.locator(".thumb-missing", { hasText: "shot.png" }).waitFor();
+      assert(sent.some((f) => f.op === "fs_image" && f.path === join(dir, "shot.png")), "fs_image asked");
       noProblems(page);
     },
   },
@@ -133,7 +138,7 @@ export const scenarios = [
   {
     name: "approve <cmd> shows a card that Allow answers; mode selector and slash commands",
     async run(ctx) {
-      const { page, sent } = await setup(ctx, DESKTOP);
+      const { dir, page, sent } = await setup(ctx, DESKTOP);
       await say(page, "approve make deploy");
       const card = page.getByRole("group", { name: /Allow bash/ });
       await card.getByText("make deploy").waitFor();
@@ -153,6 +158,17 @@ export const scenarios = [
       await page.getByLabel("Message").press("Enter");
       await page.getByText("command: /model").waitFor();
       assert(sent.some((f) => f.op === "command" && f.input === "/model"), "command op sent");
+      // An approval that offers scopes for "always".
+      writeFileSync(join(dir, "scoped.jsonl"), jsonl([
+        { type: "_approval", call_id: "c9", name: "bash", summary: "cargo test", subagent_id: null, hunks: null, scopes: ["session", "rule"] },
+      ]));
+      await say(page, "replay scoped.jsonl");
+      const scoped = page.getByRole("group", { name: /Allow bash/ });
+      await scoped.getByRole("button", { name: "Always allow (session)" }).waitFor();
+      await scoped.getByRole("button", { name: "Always allow (rule)" }).click();
+      await page.getByText("ran cargo test").waitFor();
+      const always = sent.find((f) => f.op === "approve" && f.call_id === "c9");
+      assert(always.always === true && always.always_scope === "rule" && always.hunks === undefined, `always with its scope: ${JSON.stringify(always)}`);
       await shoot(page, "session-live-desktop");
       noProblems(page);
     },
@@ -355,14 +371,15 @@ export const scenarios = [
       await page.getByLabel(/Group of/).fill("Later");
       await page.getByRole("button", { name: "Save" }).click();
       await page.getByRole("heading", { name: "Later" }).waitFor();
+      const desktop = await newPage(ctx.browser, DESKTOP);
+      await desktop.goto(daemon.localLink("/remote"));
+      await desktop.getByRole("heading", { name: "Later" }).waitFor();
+      await shoot(desktop, "session-list-desktop");
       // Hide.
       await row.locator("summary").click();
       await row.getByRole("button", { name: "Hide" }).click();
       await eventually(async () => (await page.locator(".srow", { hasText: "Fix the API" }).count()) === 0, "hidden");
-      const desktop = await newPage(ctx.browser, DESKTOP);
-      await desktop.goto(daemon.localLink("/remote"));
-      await desktop.locator(".srow").first().waitFor();
-      await shoot(desktop, "session-list-desktop");
+      await eventually(async () => (await desktop.locator(".srow", { hasText: "Fix the API" }).count()) === 0, "hidden on the other page too");
       await desktop.locator(".srow-main").first().click();
       await desktop.locator(".sv-side .srow").first().waitFor();
       await shoot(desktop, "session-live-desktop-list");

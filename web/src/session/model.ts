@@ -238,6 +238,8 @@ export function reduce(s: SessionState, f: Record<string, unknown>): SessionStat
       const m = str(f.message);
       if (m === "ready") return { ...s, busy: false, status: "", approvals: [], items: settle(s.items) };
       if (m === "interrupted") return { ...s, status: m, approvals: [] };
+      // The mode selector shows the mode; "streaming" says nothing the state line does not.
+      if (m.startsWith("approval mode") || m === "streaming") return s.status ? { ...s, status: "" } : s;
       return { ...s, status: m };
     }
     case "info":
