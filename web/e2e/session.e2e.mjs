@@ -71,7 +71,7 @@ export const scenarios = [
       for (let i = 0; i < 2000; i++) {
         const para = i % 10 === 9 ? "\n\n" : " ";
         lines.push({ type: "assistant_delta", delta: `word${i} **bold** \`code\` [link](https://example.com/${i})${para}` });
-        if (i % 100 === 99) lines.push({ type: "_sleep", ms: 20 });
+        if (i % 100 === 99) lines.push({ type: "_sleep", ms: 60 });
       }
       writeFileSync(join(dir, "long.jsonl"), jsonl(lines));
       await page.evaluate(() => {
@@ -80,11 +80,22 @@ export const scenarios = [
       });
       const t0 = Date.now();
       await say(page, "replay long.jsonl");
+      const gap = () => page.evaluate(() => { const el = document.querySelector(".vscroll"); return el.scrollHeight - el.scrollTop - el.clientHeight; });
+      await page.locator(".assistant", { hasText: "word400" }).waitFor();
+      assert((await gap()) < 5, "while the reader is at the bottom, the view follows the stream");
+      // The reader scrolls up: the stream no longer moves the view.
+      await page.evaluate(() => { document.querySelector(".vscroll").scrollTop = 0; });
+      await page.getByRole("button", { name: /Jump to latest/ }).waitFor();
+      await page.locator(".assistant", { hasText: "word900" }).waitFor();
+      const top = await page.evaluate(() => document.querySelector(".vscroll").scrollTop);
+      assert(top < 5, `the view stays where the reader put it: ${top}`);
       await page.locator(".assistant", { hasText: "word1999" }).waitFor();
       await page.locator('[data-testid="session-state"]', { hasText: "idle" }).waitFor();
       const ms = Date.now() - t0;
       const long = await page.evaluate(() => window.__long);
       const worst = Math.max(0, ...long);
+      await page.getByRole("button", { name: /Jump to latest/ }).click();
+      await eventually(async () => (await gap()) < 5, "back at the bottom");
       const blocks = await page.locator(".assistant .md").count();
       console.log(`  2,000 deltas (${blocks} blocks): ${ms} ms to the end, ${long.length} long tasks, worst ${worst.toFixed(0)} ms`);
       assert(blocks >= 150, `the answer is drawn as blocks: ${blocks}`);

@@ -272,7 +272,9 @@ export function SessionView({ id }: { id: string }) {
           {err}
         </p>
       )}
+      {s.items.length === 0 && meta?.open && <p class="empty sv-empty">No messages yet.</p>}
       <VList<Item>
+        key={id}
         items={s.items}
         keyOf={(it) => it.key}
         label="Conversation"
@@ -304,6 +306,7 @@ export function SessionView({ id }: { id: string }) {
         {s.approvals.length ? `Waiting for your answer: ${s.approvals[0]!.name}` : s.busy ? "Working" : "Ready"}
       </div>
       <Composer
+        key={id}
         commands={s.commands}
         busy={s.busy}
         canSteer={s.busy && s.pending.length > 0}
