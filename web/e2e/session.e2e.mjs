@@ -135,6 +135,9 @@ export const scenarios = [
       // The hunks are drawn as diffs.
       assert((await card.locator(".dl.add").count()) === 2 && (await card.locator(".dl.del").count()) === 2, "diff lines coloured");
       await shoot(page, "session-approval-phone");
+      await page.emulateMedia({ colorScheme: "dark" });
+      await shoot(page, "session-approval-phone-dark");
+      await page.emulateMedia({ colorScheme: "light" });
       await card.getByLabel(/Apply src\/a.rs @@ -9,2/).uncheck();
       await card.getByRole("button", { name: "Allow 1 of 2" }).click();
       await page.getByText("ran edit src/a.rs").waitFor();
