@@ -47,6 +47,8 @@ pub(crate) enum OpError {
     #[error(transparent)]
     Paths(#[from] PathError),
     #[error(transparent)]
+    Files(#[from] crate::files::FilesError),
+    #[error(transparent)]
     Timers(#[from] TimerError),
     #[error(transparent)]
     Questions(#[from] QuestionError),

@@ -21,6 +21,7 @@ mod clients;
 mod cx;
 mod devices;
 mod error;
+mod files;
 #[cfg(test)]
 mod items_tests;
 mod mcp;

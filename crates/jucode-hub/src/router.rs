@@ -9,7 +9,7 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
-    ClientId, Hub, actions, agents, devices, mcp, messages, questions, reports, schedules,
+    ClientId, Hub, actions, agents, devices, files, mcp, messages, questions, reports, schedules,
     sessions, timers, to_value, usage, workspaces,
 };
 
@@ -80,5 +80,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Messages(op) => messages::handle(cx, op),
         DaemonOp::Schedules(op) => schedules::handle(cx, op),
         DaemonOp::Usage(op) => usage::handle(cx, op),
+        DaemonOp::Files(op) => files::handle(cx, op),
     }
 }

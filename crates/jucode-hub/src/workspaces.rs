@@ -85,6 +85,17 @@ impl Workspaces {
             .find(|p| p.id == id)
     }
 
+    /// Every project's directory and its extra directories, as saved.
+    pub(crate) fn project_dirs(&self) -> Vec<PathBuf> {
+        self.file
+            .workspaces
+            .iter()
+            .flat_map(|w| &w.projects)
+            .flat_map(|p| std::iter::once(&p.path).chain(p.dirs.iter().flatten()))
+            .map(PathBuf::from)
+            .collect()
+    }
+
     /// The extra directories of the project whose main directory is `cwd`.
     pub(crate) fn dirs_for(&self, cwd: &Path) -> Vec<PathBuf> {
         self.file

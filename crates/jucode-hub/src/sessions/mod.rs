@@ -209,6 +209,11 @@ pub(crate) struct Sessions {
 }
 
 impl Sessions {
+    /// Every known session's directory (open or not), for the rule of known directories.
+    pub(crate) fn cwds(&self) -> Vec<PathBuf> {
+        self.map.values().map(|s| s.cwd.clone()).collect()
+    }
+
     pub(crate) fn open(store: &StateDir) -> Result<Sessions, HubError> {
         let (log, records) = store.open_log::<Record>("sessions.jsonl")?;
         Ok(Sessions {

@@ -10,6 +10,7 @@ pub mod actions;
 pub mod agents;
 pub mod basics;
 pub mod devices;
+pub mod files;
 pub mod limits;
 pub mod mcp;
 pub mod messages;
@@ -32,6 +33,7 @@ pub use actions::ActionsOp;
 pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
+pub use files::FilesOp;
 pub use mcp::McpOp;
 pub use messages::MessagesOp;
 pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
@@ -161,6 +163,7 @@ pub enum DaemonOp {
     Messages(MessagesOp),
     Schedules(SchedulesOp),
     Usage(UsageOp),
+    Files(FilesOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -200,6 +203,7 @@ impl DaemonOp {
             Area::Messages => read(fields).map(DaemonOp::Messages),
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
+            Area::Files => read(fields).map(DaemonOp::Files),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -219,6 +223,7 @@ impl DaemonOp {
             DaemonOp::Questions(op) => op.check_limits(),
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
+            DaemonOp::Files(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -341,6 +346,12 @@ pub enum DaemonEvent {
         turns: Vec<TurnUsageRow>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         billing_error: Option<String>,
+    },
+    /// The reply to `fs_image`: the image at `path` (as the client sent it) as a
+    /// `data:image/<png|jpeg|gif|webp>;base64,…` URL.
+    FsImage {
+        path: String,
+        data: String,
     },
     /// The reply to `report_read`, and what every other client gets with it.
     ReportRead {

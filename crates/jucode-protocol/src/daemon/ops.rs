@@ -143,7 +143,7 @@ pub static OPS: &[OpSpec] = &[
     local("relay_set", Devices, DEVICES, true),
     op("fs_list", Files, false),
     op("fs_read", Files, false),
-    op("fs_image", Files, false),
+    op("fs_image", Files, true),
     op("git_status", Git, false),
     op("git_diff", Git, false),
     op("agent_list", Agents, true),

@@ -132,6 +132,7 @@ fn the_table_and_the_typed_ops_agree() {
         "schedule_run": {"id": "sch-1"},
         "session_usage": {"session": "s1"},
         "schedule_usage": {"schedule": "sch-1"},
+        "fs_image": {"path": "/tmp/a.png"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -165,6 +166,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Messages(_) => Area::Messages,
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,
+            DaemonOp::Files(_) => Area::Files,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
