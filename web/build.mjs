@@ -3,7 +3,9 @@
 //   node build.mjs            build into the assets directory
 //   node build.mjs --check    build into a temporary directory and fail when the committed
 //                             assets differ (what `cargo xtask tidy` runs)
-//   node build.mjs --out DIR  build into DIR
+//   node build.mjs --out DIR  build a directory for `jucode-daemon --web DIR`: the files under
+//                             DIR/remote/ (where the page asks for them) and the page at
+//                             DIR/index.html
 //   node build.mjs --unit     bundle test/*.test.ts and run them with node --test
 //
 // The output must depend only on the sources and the locked dependencies: no timestamps, no
@@ -91,7 +93,12 @@ async function unit() {
 const args = process.argv.slice(2);
 if (args[0] === "--check") await check();
 else if (args[0] === "--unit") await unit();
-else if (args[0] === "--out") await buildInto(resolve(args[1]));
+else if (args[0] === "--out") {
+  const dir = resolve(args[1]);
+  rmSync(dir, { recursive: true, force: true });
+  await buildInto(join(dir, "remote"));
+  copyFileSync(join(dir, "remote", "index.html"), join(dir, "index.html"));
+}
 else if (args.length === 0) {
   await buildInto(assets);
   writeFileSync(join(assets, "README.md"), "Built by `cargo xtask web` from `web/`; do not edit. `cargo xtask tidy` checks these match a fresh build.\n");

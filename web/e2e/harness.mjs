@@ -189,3 +189,36 @@ export async function eventually(fn, what, timeoutMs = WAIT_MS) {
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);
 }
+
+/**
+ * What a keyboard or screen-reader user needs from the current view: every control has an
+ * accessible name, every image an alt, ids are unique, and nothing is wider than the viewport
+ * (a phone at 360 px must not scroll sideways). Returns the problems found.
+ */
+export async function auditView(page) {
+  return page.evaluate(() => {
+    const problems = [];
+    const named = (el) => {
+      const aria = el.getAttribute("aria-label") || el.getAttribute("aria-labelledby") || el.getAttribute("title");
+      if (aria && aria.trim()) return true;
+      if (el.id && document.querySelector(`label[for="${CSS.escape(el.id)}"]`)) return true;
+      if (el.closest("label")) return true;
+      if (["BUTTON", "A", "SUMMARY"].includes(el.tagName) && el.textContent.trim()) return true;
+      if (el.tagName === "INPUT" && ["submit", "button"].includes(el.type) && el.value) return true;
+      return false;
+    };
+    const visible = (el) => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
+    for (const el of document.querySelectorAll("button, input:not([type=hidden]), select, textarea, a[href], summary, [role=button]")) {
+      if (visible(el) && !named(el)) problems.push(`unnamed control: ${el.outerHTML.slice(0, 120)}`);
+    }
+    for (const img of document.querySelectorAll("img")) {
+      if (!img.hasAttribute("alt")) problems.push(`image without alt: ${img.outerHTML.slice(0, 120)}`);
+    }
+    const ids = new Map();
+    for (const el of document.querySelectorAll("[id]")) ids.set(el.id, (ids.get(el.id) ?? 0) + 1);
+    for (const [id, n] of ids) if (n > 1) problems.push(`id "${id}" used ${n} times`);
+    const doc = document.documentElement;
+    if (doc.scrollWidth > doc.clientWidth + 1) problems.push(`the page is ${doc.scrollWidth}px wide in a ${doc.clientWidth}px viewport`);
+    return problems;
+  });
+}

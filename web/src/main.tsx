@@ -9,6 +9,8 @@ import { App } from "./ui/app";
 import { Welcome } from "./ui/welcome";
 import { applyTheme } from "./ui/theme";
 import { KEY_DEVICE_TOKEN, KEY_LOCAL_TOKEN } from "./core/auth";
+import { setupFromFragment, setupFromStorage } from "./relay/pairing";
+import { relayOpener } from "./relay/socket";
 
 applyTheme();
 
@@ -39,9 +41,18 @@ async function boot(root: HTMLElement): Promise<void> {
       startDevice(root);
       return;
     case "relay":
-    case "relay-pair":
-      render(<Welcome error="Connecting through the relay is not in this build yet." />, root);
-      return;
+    case "relay-pair": {
+      // The relay serves this page, so the page's origin is the relay's.
+      const setup =
+        access.kind === "relay-pair" ? setupFromFragment(access.fragment, location.origin) : setupFromStorage();
+      if (!setup) {
+        render(<Welcome error="This pairing link is not valid. Open a new one from the computer." />, root);
+        return;
+      }
+      store.set({ access: "relay" });
+      startDaemon(relayOpener(setup));
+      break;
+    }
     case "none":
       render(<Welcome onPaired={() => startDevice(root)} />, root);
       return;

@@ -5,6 +5,8 @@
 export const KEY_LOCAL_TOKEN = "jucode-daemon-token";
 export const KEY_DEVICE_TOKEN = "jucode-device-token";
 export const KEY_RELAY_HOST = "jucode-relay-host";
+/** This device's X25519 key for the relay, `{priv, pub}` in base64url. */
+export const KEY_RELAY_DEVICE = "jucode-relay-device";
 
 export type Access =
   | { kind: "local"; token: string }
@@ -106,5 +108,5 @@ export async function pairWithCode(code: string): Promise<string> {
 
 /** Forgets every credential this page kept (after a revoke, or when the user asks). */
 export function forgetAll(): void {
-  for (const k of [KEY_LOCAL_TOKEN, KEY_DEVICE_TOKEN, KEY_RELAY_HOST]) localStorage.removeItem(k);
+  for (const k of [KEY_LOCAL_TOKEN, KEY_DEVICE_TOKEN, KEY_RELAY_HOST, KEY_RELAY_DEVICE]) localStorage.removeItem(k);
 }

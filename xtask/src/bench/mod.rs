@@ -4,6 +4,7 @@
 mod coldstart;
 mod fanout;
 mod messages;
+mod page;
 mod paths;
 mod seat;
 mod timers;
@@ -278,6 +279,32 @@ async fn run_all(options: Options) -> Result<bool> {
         millis(u.reference),
         u.daemon.as_secs_f64() / u.reference.as_secs_f64().max(1e-9)
     );
+    println!();
+    let p = page::run(&bins)
+        .await
+        .context("the remote page's first load")?;
+    println!(
+        "remote page first load: as sent with gzip (unpacked); budget: {} KB of JS+CSS after gzip",
+        page::BUDGET / 1000
+    );
+    for (path, sent, unpacked) in &p.files {
+        println!(
+            "{path:>16}  {:>9} B  ({:>9} B)",
+            thousands(*sent as f64),
+            thousands(*unpacked as f64)
+        );
+    }
+    let used = p.script_and_style();
+    println!(
+        "{:>16}  {:>9} B  ratio to the budget {:.3}",
+        "JS+CSS",
+        thousands(used as f64),
+        used as f64 / page::BUDGET as f64
+    );
+    if used > page::BUDGET {
+        println!("bench: the page's first load is over its budget");
+        ok = false;
+    }
     if !ok {
         println!("bench: some clients did not receive every frame (see notes)");
     }
