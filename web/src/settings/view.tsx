@@ -136,7 +136,7 @@ function Workspace({ ws, change }: { ws: Json; change: Change }) {
           <>
             <h3>
               {String(ws.name ?? ws.id)}
-              {ws.is_default && <span class="tag">default</span>}
+              {ws.is_default && <span class="tag"> default</span>}
             </h3>
             <button
               type="button"
@@ -223,7 +223,7 @@ function AddProject({ workspaces, change }: { workspaces: Json[]; change: Change
     const w = ws || defaultWorkspace(workspaces);
     if (w) fields.workspace = w;
     if (name.trim()) fields.project_name = name.trim();
-    if (await change("project_add", fields, `Added ${name.trim() || path.trim()}.`)) {
+    if (await change("project_add", fields, `Added ${name.trim() || path.trim().replace(/\/+$/, "").split("/").pop()}.`)) {
       setPath("");
       setName("");
     }
