@@ -34,6 +34,7 @@ export const scenarios = [
       const first = await deskPage.getByTestId("pair-expiry").textContent();
       assert(/^[45]:\d\d$/.test(first), `about five minutes left: ${first}`);
       await eventually(async () => (await deskPage.getByTestId("pair-expiry").textContent()) !== first, "the countdown to move");
+      await deskPage.getByTestId("pairing").scrollIntoViewIfNeeded();
       await shoot(deskPage, "pairing-code-desktop");
 
       // The phone: its own browser context, so nothing is shared with the desk page.
@@ -73,6 +74,7 @@ export const scenarios = [
         "the service worker registration",
       );
       assert(scope === `${daemon.url}/remote/`, `the service worker's scope: ${scope}`);
+      await phone.evaluate(() => window.scrollTo(0, 0));
       await shoot(phone, "settings-phone");
 
       // Revoke from the desk: click, confirm.
@@ -89,7 +91,8 @@ export const scenarios = [
       await phone.reload();
       await phone.locator('[data-state="refused"]').waitFor();
       // Forgetting brings the welcome screen back, ready for a new code.
-      await phone.getByRole("alert").getByRole("button", { name: "Forget this computer" }).click();
+      await shoot(phone, "revoked-refused-phone");
+      await phone.getByRole("button", { name: "Forget and pair again" }).click();
       await phone.getByLabel("Pairing code").waitFor();
       assert((await phone.evaluate(() => localStorage.getItem("jucode-device-token"))) === null, "the token is forgotten");
       const again = await makeCode(deskPage);
@@ -156,6 +159,7 @@ export const scenarios = [
       await page.getByTestId("relay").getByText(/--no-relay/).waitFor();
 
       const alpha = home.project("alpha");
+      await page.getByText("Add an existing folder").click();
       const added = d.next((f) => f.type === "workspaces" && JSON.stringify(f.workspaces).includes(alpha));
       await page.getByLabel("Folder", { exact: true }).fill(alpha);
       await page.getByRole("button", { name: "Add project" }).click();
@@ -169,6 +173,7 @@ export const scenarios = [
       await page.getByTestId("workspaces").getByRole("alert").getByText(/already a project/).waitFor();
 
       const created = d.next((f) => f.type === "workspaces" && JSON.stringify(f.workspaces).includes("fresh"));
+      await page.getByText("Create a new project").click();
       await page.getByLabel("In the folder").fill(home.root);
       await page.getByLabel("New folder name").fill("fresh");
       await page.getByRole("button", { name: "Create project" }).click();

@@ -55,8 +55,8 @@ export function SettingsView() {
   return (
     <section class="settings" aria-labelledby="settings-h">
       <h1 id="settings-h">Settings</h1>
-      <Workspaces />
       {access === "local" && <LocalSections />}
+      <Workspaces />
       {(access === "device" || access === "relay") && <Notifications />}
       <ThisPage />
     </section>
@@ -229,8 +229,11 @@ function AddProject({ workspaces, change }: { workspaces: Json[]; change: Change
     }
   };
   return (
-    <form class="stack" onSubmit={submit} aria-labelledby="add-h">
-      <h3 id="add-h">Add an existing folder</h3>
+    <details class="more">
+      <summary>
+        <h3 id="add-h">Add an existing folder</h3>
+      </summary>
+      <form class="stack" onSubmit={submit} aria-labelledby="add-h">
       <label for="add-path">
         Folder
         <input id="add-path" placeholder="/home/you/code/app or ~/code/app" value={path} onInput={(e) => setPath(e.currentTarget.value)} />
@@ -245,7 +248,8 @@ function AddProject({ workspaces, change }: { workspaces: Json[]; change: Change
           Add project
         </button>
       </div>
-    </form>
+      </form>
+    </details>
   );
 }
 
@@ -263,8 +267,11 @@ function CreateProject({ workspaces, change }: { workspaces: Json[]; change: Cha
     if (await change("project_create", fields, `Created ${name.trim()}.`)) setName("");
   };
   return (
-    <form class="stack" onSubmit={submit} aria-labelledby="create-h">
-      <h3 id="create-h">Create a new project</h3>
+    <details class="more">
+      <summary>
+        <h3 id="create-h">Create a new project</h3>
+      </summary>
+      <form class="stack" onSubmit={submit} aria-labelledby="create-h">
       <label for="create-parent">
         In the folder
         <input id="create-parent" value={parent} onInput={(e) => setParent(e.currentTarget.value)} />
@@ -283,7 +290,8 @@ function CreateProject({ workspaces, change }: { workspaces: Json[]; change: Cha
           Create project
         </button>
       </div>
-    </form>
+      </form>
+    </details>
   );
 }
 

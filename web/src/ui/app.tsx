@@ -8,6 +8,7 @@ import { SessionView } from "../session/view";
 import { InboxView } from "../inbox/view";
 import { AgentsView, AgentView } from "../agents/view";
 import { SettingsView } from "../settings/view";
+import { Refused } from "./welcome";
 
 interface Tab {
   view: Route["view"];
@@ -35,6 +36,11 @@ function InboxCount() {
 export function App() {
   const route = useRoute();
   const access = useStore((s) => s.access);
+  // A paired page the computer no longer takes has nothing left to show but that.
+  const refused = useStore((s) =>
+    s.access !== "local" && s.conn.kind === "stopped" && (s.conn.why === "revoked" || s.conn.why === "refused") ? s.conn.why : null,
+  );
+  if (refused) return <Refused why={refused} />;
   return (
     <div class="app">
       <header class="top">

@@ -1,6 +1,6 @@
 // What a page with no way in yet shows: how to get one, and the pairing code form.
 import { useState } from "preact/hooks";
-import { pairErrorText, pairWithCode } from "../core/auth";
+import { forgetAll, pairErrorText, pairWithCode } from "../core/auth";
 import "./welcome.css";
 
 /** Keeps what a code can hold: the daemon's alphabet is upper-case letters and digits. */
@@ -71,6 +71,40 @@ export function Welcome({ error, code: initial, onPaired }: { error?: string; co
           A code lasts 5 minutes and works once.
         </p>
       </form>
+    </main>
+  );
+}
+
+/** What a paired page shows once the computer no longer takes it: revoked while connected
+ * (close 1008 "device revoked"), or refused at connect (the browser sees only a failed
+ * socket; the daemon's HTTP side answering tells it apart from the daemon being away). */
+export function Refused({ why }: { why: "revoked" | "refused" }) {
+  return (
+    <main class="welcome refused" data-state={why}>
+      <h1>jucode</h1>
+      <div class="banner error" role="alert">
+        <p>
+          <b>{why === "revoked" ? "This device was revoked." : "The computer refused this device."}</b>
+        </p>
+        <p>
+          {why === "revoked"
+            ? "Someone removed it from the computer's device list, so it was disconnected and cannot reconnect."
+            : "Its pairing is no longer accepted: it was revoked, or the computer forgot it."}{" "}
+          To use this browser again, forget the old pairing and pair with a new code.
+        </p>
+      </div>
+      <p>
+        <button
+          type="button"
+          class="primary"
+          onClick={() => {
+            forgetAll();
+            location.assign("/remote");
+          }}
+        >
+          Forget and pair again
+        </button>
+      </p>
     </main>
   );
 }
