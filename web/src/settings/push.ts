@@ -3,6 +3,7 @@
 import { request } from "../core/daemon";
 
 export const KEY_PUSH_ON = "jucode-push-on";
+const SUBSCRIBE_TIMEOUT_MS = 10_000;
 
 /** Why notifications cannot be turned on here, or null when they can be tried. */
 export function pushUnsupported(): string | null {
@@ -46,6 +47,21 @@ export async function currentSubscription(): Promise<PushSubscription | null> {
 
 export class PushProblem extends Error {}
 
+/** Waits until `reg` has an active worker. Not `serviceWorker.ready`: a page that was loaded
+ * at `/remote` itself lies outside the scope `/remote/` (only `/remote/…` is inside), and
+ * `ready` never settles for it, while subscribing through the registration works. */
+function activeWorker(reg: ServiceWorkerRegistration): Promise<void> {
+  if (reg.active) return Promise.resolve();
+  const w = reg.installing ?? reg.waiting;
+  if (!w) return Promise.reject(new PushProblem("The service worker is not installed; reload the page and try again."));
+  return new Promise((resolve, reject) => {
+    w.addEventListener("statechange", () => {
+      if (w.state === "activated") resolve();
+      else if (w.state === "redundant") reject(new PushProblem("The service worker failed to start; reload the page and try again."));
+    });
+  });
+}
+
 /** Asks permission, subscribes with the relay's key and tells the daemon. */
 export async function enablePush(): Promise<void> {
   const unsupported = pushUnsupported();
@@ -61,13 +77,21 @@ export async function enablePush(): Promise<void> {
       permission === "denied" ? "Notifications are blocked for this site in the browser's settings." : "Notifications were not allowed.",
     );
   const reg = (await registration()) ?? (await navigator.serviceWorker.register("/remote/sw.js", { scope: "/remote/" }));
-  await navigator.serviceWorker.ready;
+  await activeWorker(reg);
   let sub = await reg.pushManager.getSubscription();
   if (!sub) {
+    // A browser whose push service cannot be reached may never settle: give up after a while.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new PushProblem(`The browser's push service did not answer in ${SUBSCRIBE_TIMEOUT_MS / 1000} s. Try again later.`)), SUBSCRIBE_TIMEOUT_MS);
+    });
     try {
-      sub = await reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: base64UrlBytes(key) });
+      sub = await Promise.race([reg.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: base64UrlBytes(key) }), late]);
     } catch (e) {
+      if (e instanceof PushProblem) throw e;
       throw new PushProblem(`The browser's push service refused: ${(e as Error).message}`);
+    } finally {
+      clearTimeout(timer);
     }
   }
   await request("push_subscribe", { subscription: sub.toJSON() });
