@@ -64,3 +64,11 @@ test("push_test results read as sent, gone, or the relay's error", () => {
   });
   assert.match(describeResult({ service: "x" }).text, /no status/);
 });
+
+test("pairing failures read differently for a wrong code, too many attempts and no answer", async () => {
+  const { PairError, pairErrorText } = await import("../src/core/auth");
+  assert.match(pairErrorText(new PairError("wrong or expired pairing code", 403)), /wrong or has expired/);
+  assert.match(pairErrorText(new PairError("too many wrong pairing codes; wait a minute", 429)), /Too many wrong codes/);
+  assert.match(pairErrorText(new PairError("no answer", 0)), /did not answer/);
+  assert.match(pairErrorText(new PairError("expected JSON", 400)), /Pairing failed: expected JSON/);
+});

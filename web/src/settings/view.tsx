@@ -423,7 +423,7 @@ function Pairing({ devices, reload, relay }: { devices: Json[] | null; reload():
             <>
               <img class="qr" src={qrDataUrl(offer.url)} alt={`QR code of ${offer.kind === "code" ? "the pairing address" : "the relay pairing link"}`} width={220} height={220} />
               <div class="offer-text">
-                <p class="code-label">Code</p>
+                <p class="code-label">{offer.kind === "code" ? "Code" : "Its code (inside the link; scan the QR code)"}</p>
                 <p class="code" data-testid="pair-code" aria-label={`Pairing code ${offer.code.split("").join(" ")}`}>
                   {offer.code}
                 </p>
