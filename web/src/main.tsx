@@ -1,7 +1,7 @@
 // The remote page: decide how to reach the daemon, connect, draw.
 import { render } from "preact";
 import "./styles/base.css";
-import { decideAccess, pairWithCode } from "./core/auth";
+import { decideAccess, pairErrorText, pairWithCode } from "./core/auth";
 import { startDaemon } from "./core/daemon";
 import { directOpener } from "./core/transport";
 import { store } from "./core/store";
@@ -14,6 +14,13 @@ import { relayOpener } from "./relay/socket";
 
 applyTheme();
 
+/** A paired page: connect with the device token and draw the app. */
+function startDevice(root: HTMLElement): void {
+  store.set({ access: "device" });
+  startDaemon(directOpener(() => localStorage.getItem(KEY_DEVICE_TOKEN)));
+  render(<App />, root);
+}
+
 async function boot(root: HTMLElement): Promise<void> {
   const access = decideAccess();
   switch (access.kind) {
@@ -21,20 +28,18 @@ async function boot(root: HTMLElement): Promise<void> {
       try {
         await pairWithCode(access.code);
       } catch (e) {
-        render(<Welcome error={(e as Error).message} />, root);
+        render(<Welcome error={pairErrorText(e)} code={access.code} onPaired={() => startDevice(root)} />, root);
         return;
       }
-      store.set({ access: "device" });
-      startDaemon(directOpener(() => localStorage.getItem(KEY_DEVICE_TOKEN)));
-      break;
+      startDevice(root);
+      return;
     case "local":
       store.set({ access: "local" });
       startDaemon(directOpener(() => localStorage.getItem(KEY_LOCAL_TOKEN)));
       break;
     case "device":
-      store.set({ access: "device" });
-      startDaemon(directOpener(() => localStorage.getItem(KEY_DEVICE_TOKEN)));
-      break;
+      startDevice(root);
+      return;
     case "relay":
     case "relay-pair": {
       // The relay serves this page, so the page's origin is the relay's.
@@ -49,7 +54,7 @@ async function boot(root: HTMLElement): Promise<void> {
       break;
     }
     case "none":
-      render(<Welcome />, root);
+      render(<Welcome onPaired={() => startDevice(root)} />, root);
       return;
   }
   render(<App />, root);

@@ -26,8 +26,17 @@ sw.addEventListener("notificationclick", (e) => {
   e.notification.close();
   const url = (e.notification.data as { url?: string } | null)?.url ?? "/remote";
   e.waitUntil(
-    sw.clients.matchAll({ type: "window" }).then((wins) => {
-      for (const w of wins) if ("focus" in w) return (w as WindowClient).navigate(url).then((c) => c?.focus());
+    // Uncontrolled windows too: a page loaded at `/remote` itself is outside the scope `/remote/`.
+    sw.clients.matchAll({ type: "window", includeUncontrolled: true }).then((wins) => {
+      for (const w of wins) {
+        const path = new URL(w.url).pathname;
+        if (path !== "/remote" && !path.startsWith("/remote/")) continue;
+        // navigate() works only on a window this worker controls; otherwise focusing is all.
+        return w
+          .focus()
+          .then((c) => (new URL(c.url).pathname === url ? c : c.navigate(url).catch(() => c)))
+          .then(() => undefined);
+      }
       return sw.clients.openWindow(url).then(() => undefined);
     }),
   );

@@ -68,15 +68,40 @@ export function deviceName(): string {
   return `Browser on ${what}`;
 }
 
+/** A pairing attempt `POST /api/pair` turned down: `status` 403 is a wrong, expired or used
+ * code, 429 too many wrong codes in the last minute, 0 no answer at all. */
+export class PairError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+  }
+}
+
+/** What a person is told about a failed pairing. */
+export function pairErrorText(e: unknown): string {
+  const status = e instanceof PairError ? e.status : -1;
+  if (status === 403) return "That code is wrong or has expired. Codes last 5 minutes and work once: make a new one on the computer.";
+  if (status === 429) return "Too many wrong codes. Wait a minute, then try again.";
+  if (status === 0) return "The computer did not answer. Check that this page was opened from its address.";
+  return `Pairing failed: ${(e as Error)?.message ?? String(e)}`;
+}
+
 /** Trades a pairing code for a device token at `POST /api/pair`. */
 export async function pairWithCode(code: string): Promise<string> {
-  const r = await fetch("/api/pair", {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ code: code.trim().toUpperCase(), name: deviceName() }),
-  });
+  let r: Response;
+  try {
+    r = await fetch("/api/pair", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ code: code.trim().toUpperCase(), name: deviceName() }),
+    });
+  } catch {
+    throw new PairError("no answer", 0);
+  }
   const body = (await r.json().catch(() => ({}))) as { token?: string; error?: string };
-  if (!r.ok || !body.token) throw new Error(body.error ?? `pairing failed (${r.status})`);
+  if (!r.ok || !body.token) throw new PairError(body.error ?? `pairing failed (${r.status})`, r.status);
   localStorage.setItem(KEY_DEVICE_TOKEN, body.token);
   return body.token;
 }

@@ -10,6 +10,7 @@ import { useReports } from "../inbox/reports";
 import { waitingCount } from "../inbox/model";
 import { AgentsView, AgentView } from "../agents/view";
 import { SettingsView } from "../settings/view";
+import { Refused } from "./welcome";
 
 interface Tab {
   view: Route["view"];
@@ -41,6 +42,11 @@ function InboxCount() {
 export function App() {
   const route = useRoute();
   const access = useStore((s) => s.access);
+  // A paired page the computer no longer takes has nothing left to show but that.
+  const refused = useStore((s) =>
+    s.access !== "local" && s.conn.kind === "stopped" && (s.conn.why === "revoked" || s.conn.why === "refused") ? s.conn.why : null,
+  );
+  if (refused) return <Refused why={refused} />;
   return (
     <div class="app">
       <header class="top">
