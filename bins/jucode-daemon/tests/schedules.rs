@@ -1,8 +1,9 @@
 //! Scheduled tasks on the real daemon binary: every op for a local client and a paired
-//! device, bad input (a clear error, nothing written), `TZ`, and a run that came due while the
-//! daemon was stopped delivered once after the restart. Wall time is moved with the debug
-//! build's test clock (`JUCODE_DEBUG_CLOCK`, absent from release builds; the slow test
-//! below checks a release build ignores it).
+//! device, bad input (a clear error, nothing written), `TZ`, a run that came due while the
+//! daemon was stopped delivered once after the restart, and `new_session: false` continuing
+//! a Codex and a Claude Code agent's session (the fake engines) live and across a restart.
+//! Wall time is moved with the debug build's test clock (`JUCODE_DEBUG_CLOCK`, absent from
+//! release builds; the slow test below checks a release build ignores it).
 //!
 //! Build first: `cargo build -p jucode-daemon -p jucode-testsupport`.
 
@@ -406,4 +407,231 @@ async fn a_release_build_ignores_the_debug_clock() {
     );
     drop(desk);
     daemon.stop().await.unwrap();
+}
+
+/// A Codex 0.171.0 recording whose one turn is played `turns` times in one thread, its user
+/// text any (`*`): a run's text carries its message id.
+fn codex_script(env: &TestHome, recording: &str, turns: u64) -> std::path::PathBuf {
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/engines")
+        .join(recording);
+    let lines: Vec<Value> = std::fs::read_to_string(recorded)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &Value| l.pointer("/meta/exit_code").is_none())
+        .collect();
+    let start = lines
+        .iter()
+        .position(|l| l.pointer("/frame/method") == Some(&json!("turn/start")))
+        .unwrap();
+    let id = lines[start]["frame"]["id"].clone();
+    let mut script = lines[..start].to_vec();
+    for n in 0..turns {
+        // Each turn/start is the adapter's next request id.
+        let next = json!(id.as_u64().unwrap() + n);
+        for step in &lines[start..] {
+            let mut step = step.clone();
+            if step.pointer("/frame/id") == Some(&id) {
+                step["frame"]["id"] = next.clone();
+            }
+            if step.pointer("/frame/method") == Some(&json!("turn/start")) {
+                step["frame"]["params"]["input"][0]["text"] = json!("*");
+            }
+            script.push(step);
+        }
+    }
+    let path = env.root().join(format!("{recording}.{turns}.jsonl"));
+    let text: Vec<String> = script.iter().map(Value::to_string).collect();
+    std::fs::write(&path, text.join("\n")).unwrap();
+    path
+}
+
+/// The daemon on `env` with Codex played by the fake on `script`.
+async fn codex_daemon(env: &TestHome, script: std::path::PathBuf) -> Daemon {
+    let fake = jucode_testsupport::build_bin("fake-codex", "jucode-fake-engines").unwrap();
+    Daemon::builder(&env.home())
+        .env("CODEX_BIN", &fake)
+        .env("FAKE_ENGINE_SCRIPT", script)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Runs task `id` now and waits for its turn to end; returns the session it went to.
+async fn run_task(c: &mut Client, id: &str) -> String {
+    let started = c
+        .request(json!({"op": "schedule_run", "schedule": id}))
+        .await
+        .unwrap();
+    assert_eq!(started["type"], "schedule_started", "{started}");
+    let delivered = c.recv_type("message_delivered", None).await.unwrap();
+    let session = delivered["session"].as_str().unwrap().to_string();
+    let usage = c
+        .recv_until(|f| {
+            f["session"] == session.as_str() && (f["type"] == "usage" || f["type"] == "error")
+        })
+        .await
+        .unwrap();
+    assert_eq!(usage["type"], "usage", "{usage}");
+    c.recv_until(|f| {
+        f["session"] == session.as_str() && f["type"] == "status" && f["message"] == "ready"
+    })
+    .await
+    .unwrap();
+    session
+}
+
+/// `new_session: false` on a Codex agent: the second run goes to the session the first run
+/// started (its engine still running the same thread), and no second engine starts.
+#[tokio::test]
+async fn a_codex_agent_task_without_new_session_continues_its_last_session() {
+    let env = TestHome::new();
+    env.agent(
+        "ops",
+        &json!({"name": "ops", "cwd": env.project("ops"), "engine": "codex"}),
+    );
+    let script = codex_script(&env, "codex-0.171.0-interop-resume-first.jsonl", 2);
+    let daemon = codex_daemon(&env, script).await;
+    let mut c = daemon.client().await.unwrap();
+    let task = save(&mut c, json!({"agent": "ops", "name": "sweep", "prompt": "go", "repeat": "daily", "time": "09:00", "new_session": false})).await;
+    let id = task["schedule"]["id"].as_str().unwrap().to_string();
+
+    let first = run_task(&mut c, &id).await;
+    let list = c.request(json!({"op": "schedule_list"})).await.unwrap();
+    assert_eq!(
+        list["schedules"][0]["last_session"],
+        first.as_str(),
+        "{list}"
+    );
+    // schedule_run's dedupe key is per second.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = run_task(&mut c, &id).await;
+    assert_eq!(second, first, "the second run started a new session");
+    let sessions = c.request(json!({"op": "session_list"})).await.unwrap();
+    let ids: Vec<&Value> = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["session"])
+        .collect();
+    assert_eq!(ids, vec![&json!(first)], "{sessions}");
+    // Both runs' turns are the task's usage, in one session row.
+    let usage = c
+        .request(json!({"op": "schedule_usage", "schedule": id}))
+        .await
+        .unwrap();
+    assert_eq!(usage["totals"]["turns"], 2, "{usage}");
+    assert_eq!(usage["sessions"].as_array().unwrap().len(), 1);
+}
+
+/// After a restart the task's last session is closed: the next run reopens it (Codex resumes
+/// its thread) instead of starting a new one.
+#[tokio::test]
+async fn a_codex_agent_task_continues_its_last_session_after_a_restart() {
+    let env = TestHome::new();
+    env.agent(
+        "ops",
+        &json!({"name": "ops", "cwd": env.project("ops"), "engine": "codex"}),
+    );
+    let script = codex_script(&env, "codex-0.171.0-interop-resume-first.jsonl", 1);
+    let mut daemon = codex_daemon(&env, script).await;
+    let mut c = daemon.client().await.unwrap();
+    let task = save(&mut c, json!({"agent": "ops", "name": "sweep", "prompt": "go", "repeat": "daily", "time": "09:00", "new_session": false})).await;
+    let id = task["schedule"]["id"].as_str().unwrap().to_string();
+    let first = run_task(&mut c, &id).await;
+    drop(c);
+    daemon.stop().await.unwrap();
+
+    let script = codex_script(&env, "codex-0.171.0-interop-resume.jsonl", 1);
+    let daemon = codex_daemon(&env, script).await;
+    let mut c = daemon.client().await.unwrap();
+    let list = c.request(json!({"op": "schedule_list"})).await.unwrap();
+    assert_eq!(
+        list["schedules"][0]["last_session"],
+        first.as_str(),
+        "{list}"
+    );
+    // schedule_run's dedupe key is per second, and a restart can take less.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = run_task(&mut c, &id).await;
+    assert_eq!(
+        second, first,
+        "the run after the restart started a new session"
+    );
+    let usage = c
+        .request(json!({"op": "schedule_usage", "schedule": id}))
+        .await
+        .unwrap();
+    assert_eq!(usage["totals"]["turns"], 2, "{usage}");
+    assert_eq!(usage["sessions"].as_array().unwrap().len(), 1, "{usage}");
+}
+
+/// A Claude Code 2.1.332 recording with its user text any (`*`).
+fn claude_script(env: &TestHome, recording: &str) -> std::path::PathBuf {
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/engines")
+        .join(recording);
+    let text: Vec<String> = std::fs::read_to_string(recorded)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut step: Value = serde_json::from_str(l).unwrap();
+            if step["dir"] == "in" && step.pointer("/frame/type") == Some(&json!("user")) {
+                step["frame"]["message"]["content"] = json!("*");
+            }
+            step.to_string()
+        })
+        .collect();
+    let path = env.root().join(recording);
+    std::fs::write(&path, text.join("\n")).unwrap();
+    path
+}
+
+/// The same on Claude Code: the run after a restart resumes (`--resume`) the session the first
+/// run started.
+#[tokio::test]
+async fn a_claude_agent_task_continues_its_last_session_after_a_restart() {
+    let env = TestHome::new();
+    env.agent(
+        "ops",
+        &json!({"name": "ops", "cwd": env.project("ops"), "engine": "claude"}),
+    );
+    let fake = jucode_testsupport::build_bin("fake-claude", "jucode-fake-engines").unwrap();
+    let start = |env: &TestHome| {
+        Daemon::builder(&env.home())
+            .env("CLAUDE_BIN", &fake)
+            .env("CLAUDE_CONFIG_DIR", env.root().join("claude-config"))
+            .env(
+                "FAKE_ENGINE_SCRIPT",
+                claude_script(env, "claude-code-2.1.332-interop-resume-first.jsonl"),
+            )
+            .env(
+                "FAKE_ENGINE_SCRIPT_RESUME",
+                claude_script(env, "claude-code-2.1.332-interop-resume.jsonl"),
+            )
+            .start()
+    };
+    let mut daemon = start(&env).await.unwrap();
+    let mut c = daemon.client().await.unwrap();
+    let task = save(&mut c, json!({"agent": "ops", "name": "sweep", "prompt": "go", "repeat": "daily", "time": "09:00", "new_session": false})).await;
+    let id = task["schedule"]["id"].as_str().unwrap().to_string();
+    let first = run_task(&mut c, &id).await;
+    drop(c);
+    daemon.stop().await.unwrap();
+
+    let daemon = start(&env).await.unwrap();
+    let mut c = daemon.client().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let second = run_task(&mut c, &id).await;
+    assert_eq!(
+        second, first,
+        "the run after the restart started a new session"
+    );
+    let usage = c
+        .request(json!({"op": "schedule_usage", "schedule": id}))
+        .await
+        .unwrap();
+    assert_eq!(usage["totals"]["turns"], 2, "{usage}");
+    assert_eq!(usage["sessions"].as_array().unwrap().len(), 1, "{usage}");
 }

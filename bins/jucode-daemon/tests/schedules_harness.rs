@@ -557,3 +557,55 @@ async fn a_run_fills_in_last_session_and_a_task_without_new_session_continues_it
     assert!(h.engines.try_next_session().is_none());
     assert_eq!(recorded(h.home()).len(), 2);
 }
+
+/// A task whose last run went to a session its engine then renamed (`renamed` in
+/// `sessions.jsonl`; `schedules.json` and `messages.jsonl` still name the first id, as a
+/// daemon killed before it wrote the task leaves them): after the restart the task's record
+/// follows the rename and the next due run goes to the renamed session, no engine starting.
+#[tokio::test]
+async fn a_due_run_follows_its_last_session_through_an_engine_rename() {
+    let h = harness("2026-06-01T00:00:00Z", "Europe/Berlin");
+    let mut client = h.connect().await.unwrap();
+    let task = save(&mut client, json!({"agent": "ops", "name": "t", "prompt": "p", "repeat": "daily", "time": "09:00", "new_session": false})).await;
+    let id = task["id"].as_str().unwrap().to_string();
+    client
+        .request(json!({"op": "schedule_run", "schedule": id}))
+        .await
+        .unwrap();
+    let engine = h.engines.next_session().await.unwrap();
+    let delivered = client.next_type("message_delivered").await.unwrap();
+    let first = delivered["session"].as_str().unwrap().to_string();
+    drop(engine);
+    drop(client);
+    let renamed = "thread-01";
+    let h = h
+        .restart_with(|home| {
+            let log = home.join("daemon/sessions.jsonl");
+            let mut text = std::fs::read_to_string(&log)?;
+            text.push_str(
+                &json!({"kind": "renamed", "session": first, "to": renamed, "at": 1}).to_string(),
+            );
+            text.push('\n');
+            std::fs::write(&log, text)?;
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let mut client = h.connect().await.unwrap();
+    let list = client
+        .request(json!({"op": "schedule_list"}))
+        .await
+        .unwrap();
+    assert_eq!(list["schedules"][0]["last_session"], renamed, "{list}");
+    // 09:00 in Berlin: the run reopens the renamed session.
+    tick_at(&h, ts("2026-06-01T07:00:00Z")).await;
+    let delivered = client.next_type("message_delivered").await.unwrap();
+    assert_eq!(delivered["session"], renamed, "{delivered}");
+    let engine = h.engines.next_session().await.unwrap();
+    assert_eq!(engine.spec.session, renamed);
+    assert!(
+        engine.spec.resume,
+        "the renamed session is reopened, not a new one"
+    );
+    assert!(h.engines.try_next_session().is_none());
+}

@@ -461,17 +461,18 @@ impl Acp {
                 self.busy = false;
                 self.in_message = false;
                 let mut events = Vec::new();
-                let n = |k: &str| {
-                    result
-                        .pointer(&format!("/usage/{k}"))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0)
+                // `usage` is optional in ACP: without it the event carries no counters
+                // (absent, not zero).
+                let counters = match result.get("usage") {
+                    Some(usage) if usage.is_object() => {
+                        let n = |k: &str| usage.get(k).and_then(Value::as_u64).unwrap_or(0);
+                        json!({"input_tokens": n("inputTokens"), "cached_input_tokens": n("cachedReadTokens"),
+                               "cache_write_input_tokens": n("cachedWriteTokens"),
+                               "output_tokens": n("outputTokens"), "reasoning_tokens": n("thoughtTokens")})
+                    }
+                    _ => json!({}),
                 };
-                events.push(event(
-                    "usage",
-                    json!({"input_tokens": n("inputTokens"), "cached_input_tokens": n("cachedReadTokens"),
-                           "output_tokens": n("outputTokens"), "reasoning_tokens": n("thoughtTokens")}),
-                ));
+                events.push(event("usage", counters));
                 match result
                     .get("stopReason")
                     .and_then(Value::as_str)

@@ -205,7 +205,7 @@ impl EngineFactory for CodexEngine {
             next_id: 0,
             tools: HashMap::new(),
             delta_items: HashSet::new(),
-            usage: [0; 4],
+            usage: None,
             agents: Agents::default(),
             file_changes: HashMap::new(),
             mcp_servers: Vec::new(),
@@ -294,8 +294,9 @@ struct Codex {
     tools: HashMap<String, String>,
     /// Agent message items whose text came as deltas.
     delta_items: HashSet<String>,
-    /// Token usage of the running turn: input, cached input, output, reasoning.
-    usage: [u64; 4],
+    /// Token usage of the running turn (input, cached input, cache-write input, output,
+    /// reasoning); `None` until Codex reports some, so a turn without it is not zero.
+    usage: Option<[u64; 5]>,
     /// Subagent threads and their runs.
     agents: Agents,
     /// The changes of file change items still open, by item id (for their approval cards).

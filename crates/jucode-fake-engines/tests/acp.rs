@@ -34,7 +34,7 @@ async fn first_turn(h: &mut jucode_engine::EngineHandle) {
         json!({"type":"tool_output","call_id":CALL_1,"name":"bash","output":"hi","is_error":false}),
     ];
     want.extend(reply(&["tool s", "aid: hi"]));
-    want.extend([usage(20, 10), ready()]);
+    want.extend([usage5(20, 10), ready()]);
     assert_eq!(flow(&events), want);
 }
 
@@ -71,13 +71,13 @@ async fn a_prompt_with_a_permission_allowed() {
         json!({"type":"tool_output","call_id":CALL_2,"name":"bash","output":"hi","is_error":false}),
     ];
     want.extend(reply(&["tool s", "aid: hi"]));
-    want.extend([usage(20, 10), ready()]);
+    want.extend([usage5(20, 10), ready()]);
     assert_eq!(flow(&after), want);
     send(&h, json!({"op":"user_message","content":"hello there"}));
     let last = turn(&mut h).await;
     let mut want = vec![user("hello there"), json!({"type":"connecting"})];
     want.extend(reply(&["user said: ", "hello there"]));
-    want.extend([usage(10, 5), ready()]);
+    want.extend([usage5(10, 5), ready()]);
     assert_eq!(flow(&last), want);
     assert_eq!(close(h).await, None);
 }
@@ -97,7 +97,7 @@ async fn a_cancel_while_a_permission_waits() {
     assert_eq!(
         flow(&ended),
         vec![
-            usage(20, 10),
+            usage5(20, 10),
             json!({"type":"info","message":"request interrupted"}),
             json!({"type":"status","message":"interrupted"}),
             ready(),

@@ -38,7 +38,7 @@ async fn approved_turn(h: &mut jucode_engine::EngineHandle) {
         json!({"type":"tool_output","call_id":CALL,"name":"bash","output":"hi\n","is_error":false}),
     ];
     want.extend(reply(&["tool s", "aid: hi"]));
-    want.extend([usage(20, 10), ready()]);
+    want.extend([usage5(20, 10), ready()]);
     assert_eq!(flow(&after), want);
 }
 
@@ -63,7 +63,7 @@ async fn a_turn_with_a_command_approved_then_a_resume_in_a_new_process() {
     let second = turn(&mut h).await;
     let mut want = vec![user("hello there"), json!({"type":"connecting"})];
     want.extend(reply(&["user said: ", "hello there"]));
-    want.extend([usage(10, 5), ready()]);
+    want.extend([usage5(10, 5), ready()]);
     assert_eq!(flow(&second), want);
     assert_eq!(close(h).await, None);
 
@@ -81,7 +81,7 @@ async fn a_turn_with_a_command_approved_then_a_resume_in_a_new_process() {
     let resumed = turn(&mut h).await;
     let mut want = vec![user("what did I say?"), json!({"type":"connecting"})];
     want.extend(reply(&["user said: wh", "at did I say?"]));
-    want.extend([usage(10, 5), ready()]);
+    want.extend([usage5(10, 5), ready()]);
     assert_eq!(flow(&resumed), want);
     assert_eq!(close(h).await, None);
 }
@@ -110,7 +110,7 @@ async fn a_declined_command() {
         json!({"type":"tool_output","call_id":call,"name":"bash","output":"hi\n","is_error":false}),
     ];
     want.extend(reply(&["tool s", "aid: hi"]));
-    want.extend([usage(20, 10), ready()]);
+    want.extend([usage5(20, 10), ready()]);
     assert_eq!(flow(&first), want);
 
     send(
@@ -166,7 +166,8 @@ async fn an_interrupt_with_a_mode_switch_and_a_queued_message() {
     assert_eq!(
         flow(&ended),
         vec![
-            usage(0, 0),
+            // No tokenUsage before the interrupt: the counters are absent, not zero.
+            json!({"type":"usage"}),
             json!({"type":"info","message":"request interrupted"}),
             json!({"type":"status","message":"interrupted"}),
             ready(),
@@ -187,7 +188,7 @@ async fn an_interrupt_with_a_mode_switch_and_a_queued_message() {
     let second = turn(&mut h).await;
     let mut want = vec![user("hello there"), json!({"type":"connecting"})];
     want.extend(reply(&["user said: ", "hello there"]));
-    want.extend([usage(10, 5), ready()]);
+    want.extend([usage5(10, 5), ready()]);
     assert_eq!(flow(&second), want);
     assert_eq!(close(h).await, None);
 }

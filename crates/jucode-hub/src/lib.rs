@@ -140,7 +140,11 @@ impl Hub {
         let timers = timers::Timers::open(&store, config.clock.clone())?;
         let questions = questions::Questions::open(&store, config.clock.clone())?;
         let reports = reports::Reports::open(&store, config.clock.clone())?;
-        let messages = messages::Messages::open(&store)?;
+        let mut messages = messages::Messages::open(&store)?;
+        messages.follow_renames(|id| {
+            let now = sessions.current_id(id);
+            (now != id).then(|| now.to_string())
+        });
         let schedules = schedules::Schedules::open(&agents, &messages);
         let usage = usage::open(&store)?;
         let hub = Arc::new(Hub {

@@ -118,10 +118,17 @@ impl Codex {
                 }
                 let last = &params["tokenUsage"]["last"];
                 let n = |k: &str| last.get(k).and_then(Value::as_u64).unwrap_or(0);
-                self.usage[0] += n("inputTokens");
-                self.usage[1] += n("cachedInputTokens");
-                self.usage[2] += n("outputTokens");
-                self.usage[3] += n("reasoningOutputTokens");
+                let sums = self.usage.get_or_insert([0; 5]);
+                let keys = [
+                    "inputTokens",
+                    "cachedInputTokens",
+                    "cacheWriteInputTokens",
+                    "outputTokens",
+                    "reasoningOutputTokens",
+                ];
+                for (sum, key) in sums.iter_mut().zip(keys) {
+                    *sum += n(key);
+                }
                 true
             }
             "error" => {
@@ -259,11 +266,16 @@ impl Codex {
     }
 
     async fn turn_completed(&mut self, turn: &Value) -> bool {
-        let [input, cached, output, reasoning] = self.usage;
-        let mut events = vec![event(
-            "usage",
-            json!({"input_tokens": input, "cached_input_tokens": cached, "output_tokens": output, "reasoning_tokens": reasoning}),
-        )];
+        // No report from Codex: the usage event carries no counters (absent, not zero).
+        let counters = match self.usage.take() {
+            Some([input, cached, cache_write, output, reasoning]) => json!({
+                "input_tokens": input, "cached_input_tokens": cached,
+                "cache_write_input_tokens": cache_write, "output_tokens": output,
+                "reasoning_tokens": reasoning,
+            }),
+            None => json!({}),
+        };
+        let mut events = vec![event("usage", counters)];
         match turn.get("status").and_then(Value::as_str).unwrap_or("") {
             "interrupted" => {
                 events.push(info("request interrupted"));

@@ -131,7 +131,7 @@ impl Codex {
         self.busy = true;
         self.turn = None;
         self.interrupt_asked = false;
-        self.usage = [0; 4];
+        self.usage = None;
         let (approval, sandbox) = self.policies();
         let mut params = json!({
             "threadId": thread,

@@ -214,6 +214,11 @@ pub fn usage(input: u64, output: u64) -> Value {
     json!({"type":"usage","input_tokens":input,"cached_input_tokens":0,"output_tokens":output,"reasoning_tokens":0})
 }
 
+/// A Codex or ACP turn's `usage`: those wire formats carry cache writes too.
+pub fn usage5(input: u64, output: u64) -> Value {
+    json!({"type":"usage","input_tokens":input,"cached_input_tokens":0,"cache_write_input_tokens":0,"output_tokens":output,"reasoning_tokens":0})
+}
+
 pub fn ready() -> Value {
     json!({"type":"status","message":"ready"})
 }

@@ -365,6 +365,21 @@ impl Messages {
     /// first.
     // Read by scheduled tasks and their usage (issue 13).
     #[allow(dead_code)]
+    /// A session's engine named it `to`: deliveries to `from` are listed under `to`.
+    pub(crate) fn session_renamed(&mut self, from: &str, to: &str) {
+        self.follow_renames(|id| (id == from).then(|| to.to_string()));
+    }
+
+    /// Lists every delivery under the id its session goes by now (the log keeps the first).
+    /// `renamed` gives a session's new id, or `None` when it kept its own.
+    pub(crate) fn follow_renames(&mut self, renamed: impl Fn(&str) -> Option<String>) {
+        for delivery in self.by_sender.values_mut().flatten() {
+            if let Some(now) = renamed(&delivery.session) {
+                delivery.session = now;
+            }
+        }
+    }
+
     pub(crate) fn deliveries_from(&self, from: &str) -> &[Delivery] {
         self.by_sender.get(from).map(Vec::as_slice).unwrap_or(&[])
     }
@@ -568,5 +583,35 @@ mod tests {
         let reopened = Messages::open(&store).unwrap();
         assert_eq!(reopened.deliveries_from("schedule:sch-1"), want.as_slice());
         assert_eq!(reopened.deliveries_from("user").len(), 1);
+    }
+
+    /// A session its engine renamed: its deliveries are listed under the new id, at once and
+    /// after a reopen that follows the sessions log's renames.
+    #[test]
+    fn deliveries_follow_a_renamed_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateDir::open(dir.path()).unwrap();
+        let mut messages = Messages::open(&store).unwrap();
+        messages
+            .append(vec![
+                message("m1", "schedule:sch-1"),
+                message("m2", "schedule:sch-1"),
+                delivered("m1", "tmp", 10),
+                delivered("m2", "other", 11),
+            ])
+            .unwrap();
+        messages.session_renamed("tmp", "thread-1");
+        let sessions = |m: &Messages| -> Vec<String> {
+            m.deliveries_from("schedule:sch-1")
+                .iter()
+                .map(|d| d.session.clone())
+                .collect()
+        };
+        assert_eq!(sessions(&messages), ["thread-1", "other"]);
+        drop(messages);
+        let mut reopened = Messages::open(&store).unwrap();
+        assert_eq!(sessions(&reopened), ["tmp", "other"]);
+        reopened.follow_renames(|id| (id == "tmp").then(|| "thread-1".to_string()));
+        assert_eq!(sessions(&reopened), ["thread-1", "other"]);
     }
 }

@@ -154,6 +154,26 @@ impl Schedules {
         }
     }
 
+    /// A session's engine named it `to`: a task whose last run went to `from` continues `to`.
+    /// A failed write is logged; the next start catches up from the deliveries.
+    pub(crate) fn session_renamed(&mut self, from: &str, to: &str) {
+        let agents: Vec<String> = self.by_agent.keys().cloned().collect();
+        for agent in agents {
+            let mut list = self.by_agent.get(&agent).cloned().unwrap_or_default();
+            let mut changed = false;
+            for task in list
+                .iter_mut()
+                .filter(|t| t.last_session.as_deref() == Some(from))
+            {
+                task.last_session = Some(to.to_string());
+                changed = true;
+            }
+            if changed && let Err(e) = self.commit(&agent, list) {
+                tracing::warn!("scheduled tasks of agent {agent}: {e}");
+            }
+        }
+    }
+
     /// Writes `agent`'s tasks as `list` (atomically, fsynced), then keeps them.
     fn commit(&mut self, agent: &str, list: Vec<ScheduleInfo>) -> Result<(), StoreError> {
         jucode_store::write_json_atomic(&file(&self.root, agent), &list)?;

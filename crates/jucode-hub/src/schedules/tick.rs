@@ -20,11 +20,13 @@ use crate::{Hub, Inner};
 
 /// The message one run of `task` sends, with its dedupe key.
 fn message(inner: &Inner, task: &ScheduleInfo, dedupe_key: String) -> NewMessage {
-    // new_session: false continues the last run's session while it is still the agent's.
+    // new_session: false continues the last run's session while it is still the agent's,
+    // under the id its engine gave it (Codex names a session after its thread at start-up).
     let continued =
         (!task.new_session)
-            .then(|| task.last_session.clone())
+            .then_some(task.last_session.as_deref())
             .flatten()
+            .map(|s| inner.sessions.current_id(s).to_string())
             .filter(|s| {
                 inner.sessions.route_facts().iter().any(|f| {
                     f.id == *s && f.agent.as_deref() == Some(task.agent.as_str()) && !f.hidden

@@ -214,7 +214,14 @@ impl Hub {
         self.agent_caps.renamed(session, &named);
         s.id = named.clone();
         inner.sessions.map.insert(named.clone(), s);
+        inner
+            .sessions
+            .renamed
+            .insert(session.to_string(), named.clone());
         inner.messages.runs.renamed(session, &named);
+        inner.messages.session_renamed(session, &named);
+        // A scheduled run's delivery named the first id; continuing it needs the new one.
+        inner.schedules.session_renamed(session, &named);
         Some(named)
     }
 

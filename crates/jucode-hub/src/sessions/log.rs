@@ -71,6 +71,17 @@ pub(super) fn default_engine() -> String {
     DEFAULT_ENGINE.into()
 }
 
+/// Every rename in the log: the first id → the engine's.
+pub(super) fn renames(records: &[Record]) -> HashMap<String, String> {
+    records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Renamed { session, to, .. } => Some((session.clone(), to.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Folds the log into the sessions it describes.
 pub(super) fn fold(records: Vec<Record>) -> HashMap<String, Session> {
     let mut map: HashMap<String, Session> = HashMap::new();
@@ -140,6 +151,20 @@ pub(super) fn fold(records: Vec<Record>) -> HashMap<String, Session> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn renames_map_the_first_id_to_the_engines() {
+        let records: Vec<Record> = [
+            json!({"kind":"open","session":"tmp","cwd":"/p","engine":"codex","at":1}),
+            json!({"kind":"renamed","session":"tmp","to":"thread-1","at":2}),
+        ]
+        .into_iter()
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect();
+        let renames = renames(&records);
+        assert_eq!(renames.len(), 1);
+        assert_eq!(renames["tmp"], "thread-1");
+    }
 
     #[test]
     fn a_session_an_engine_named_is_read_back_under_its_name() {

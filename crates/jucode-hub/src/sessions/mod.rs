@@ -204,6 +204,9 @@ impl Session {
 pub(crate) struct Sessions {
     log: JsonlLog,
     map: HashMap<String, Session>,
+    /// The ids engines replaced at start-up (`renamed` records): the first id → the engine's.
+    /// Other logs (`messages.jsonl`, `schedules.json`) keep the first id a delivery went to.
+    renamed: HashMap<String, String>,
     next_generation: u64,
     shutting_down: bool,
 }
@@ -216,12 +219,27 @@ impl Sessions {
 
     pub(crate) fn open(store: &StateDir) -> Result<Sessions, HubError> {
         let (log, records) = store.open_log::<Record>("sessions.jsonl")?;
+        let renamed = log::renames(&records);
         Ok(Sessions {
             log,
             map: log::fold(records),
+            renamed,
             next_generation: 0,
             shutting_down: false,
         })
+    }
+
+    /// The id `session` goes by now: itself, or the name its engine gave it.
+    pub(crate) fn current_id<'a>(&'a self, session: &'a str) -> &'a str {
+        let mut id = session;
+        // Bounded: a renamed id is fresh, but a hand-edited log could hold a cycle.
+        for _ in 0..8 {
+            match self.renamed.get(id) {
+                Some(to) => id = to,
+                None => break,
+            }
+        }
+        id
     }
 
     fn get(&self, session: &str) -> Result<&Session, SessionError> {

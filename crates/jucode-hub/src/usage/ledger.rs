@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use jucode_store::{JsonlLog, StateDir, StoreError};
 use serde::{Deserialize, Serialize};
 
-/// One finished turn. Unknown keys (older and newer daemons) are ignored; missing counters
-/// read as 0, a missing estimate as unpriced.
+/// One finished turn. Unknown keys (older and newer daemons) are ignored; a missing estimate
+/// reads as unpriced. A counter the engine did not report is left out of the line (absent,
+/// not zero: ACP's `usage` is optional) and sums as 0.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct TurnRecord {
     pub(crate) session: String,
@@ -18,16 +19,16 @@ pub(crate) struct TurnRecord {
     pub(crate) channel_kind: String,
     #[serde(default)]
     pub(crate) model: Option<String>,
-    #[serde(default)]
-    pub(crate) input_tokens: u64,
-    #[serde(default)]
-    pub(crate) cached_input_tokens: u64,
-    #[serde(default)]
-    pub(crate) cache_write_input_tokens: u64,
-    #[serde(default)]
-    pub(crate) output_tokens: u64,
-    #[serde(default)]
-    pub(crate) reasoning_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cached_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cache_write_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning_tokens: Option<u64>,
     #[serde(default = "one")]
     pub(crate) requests: u64,
     /// Priced when recorded; `null` for a model without a price then.

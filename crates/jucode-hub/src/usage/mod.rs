@@ -13,6 +13,7 @@ mod prices;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use jucode_protocol::daemon::usage::MAX_TURN_ROWS;
 use jucode_protocol::daemon::{
     DaemonEvent, Reply, SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals,
 };
@@ -63,26 +64,38 @@ impl Hub {
         model: Option<String>,
         mut event: Event,
     ) -> Event {
-        let n = |k: &str| event.0.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let n = |k: &str| event.0.get(k).and_then(Value::as_u64);
+        let [input, cached_input, cache_write_input, output, reasoning] = [
+            "input_tokens",
+            "cached_input_tokens",
+            "cache_write_input_tokens",
+            "output_tokens",
+            "reasoning_tokens",
+        ]
+        .map(n);
         let tokens = prices::Tokens {
-            input: n("input_tokens"),
-            cached_input: n("cached_input_tokens"),
-            cache_write_input: n("cache_write_input_tokens"),
-            output: n("output_tokens"),
+            input: input.unwrap_or(0),
+            cached_input: cached_input.unwrap_or(0),
+            cache_write_input: cache_write_input.unwrap_or(0),
+            output: output.unwrap_or(0),
         };
+        let reported = input.is_some() || output.is_some();
         let model = event.str("model").map(str::to_string).or(model);
         let now = self.config.clock.now_ms();
         let turn = TurnRecord {
             session: session.to_string(),
             turn_id: crate::util::new_id("turn", now),
             channel_kind: engine.to_string(),
-            estimated_cost_usd: prices::estimate(model.as_deref(), tokens),
+            // A turn whose engine reported no usage is unpriced, not free.
+            estimated_cost_usd: reported
+                .then(|| prices::estimate(model.as_deref(), tokens))
+                .flatten(),
             model,
-            input_tokens: tokens.input,
-            cached_input_tokens: tokens.cached_input,
-            cache_write_input_tokens: tokens.cache_write_input,
-            output_tokens: tokens.output,
-            reasoning_tokens: n("reasoning_tokens"),
+            input_tokens: input,
+            cached_input_tokens: cached_input,
+            cache_write_input_tokens: cache_write_input,
+            output_tokens: output,
+            reasoning_tokens: reasoning,
             requests: event.0.get("requests").and_then(Value::as_u64).unwrap_or(1),
             ended_at: now,
         };
@@ -114,9 +127,10 @@ async fn answer(hub: &Arc<Hub>, client: ClientId, id: Option<Value>, op: UsageOp
     // Local sums first; with an account, the turns' charges are read without the lock and
     // the reply summed again with them.
     let first = reply_for(&hub.lock(), &op, None);
+    // Charges are read for every turn (the totals need them all); only the list is capped.
     let reply = match (first, hub.config.billing.clone()) {
         (Err(e), _) => Reply::error(id, e.to_string()),
-        (Ok(event), None) => Reply::to(id, event),
+        (Ok(event), None) => Reply::to(id, capped(event)),
         (Ok(event), Some(billing)) => {
             let turn_ids = turn_ids(&event);
             match billing.charges(turn_ids).await {
@@ -126,11 +140,11 @@ async fn answer(hub: &Arc<Hub>, client: ClientId, id: Option<Value>, op: UsageOp
                         .map(|c| (c.turn_id.clone(), c))
                         .collect();
                     match reply_for(&hub.lock(), &op, Some(&charges)) {
-                        Ok(event) => Reply::to(id, event),
+                        Ok(event) => Reply::to(id, capped(event)),
                         Err(e) => Reply::error(id, e.to_string()),
                     }
                 }
-                Err(e) => Reply::to(id, with_billing_error(event, e)),
+                Err(e) => Reply::to(id, capped(with_billing_error(event, e))),
             }
         }
     };
@@ -144,6 +158,28 @@ fn turn_ids(event: &DaemonEvent) -> Vec<String> {
         }
         _ => Vec::new(),
     }
+}
+
+/// Keeps the newest [`MAX_TURN_ROWS`] turn rows and says how many older ones were left out.
+fn capped(mut event: DaemonEvent) -> DaemonEvent {
+    if let DaemonEvent::SessionUsage {
+        turns,
+        turns_omitted,
+        ..
+    }
+    | DaemonEvent::ScheduleUsage {
+        turns,
+        turns_omitted,
+        ..
+    } = &mut event
+    {
+        // Newest last: across a task's sessions the rows follow delivery order, so sort.
+        turns.sort_by_key(|t| t.ended_at);
+        let over = turns.len().saturating_sub(MAX_TURN_ROWS);
+        turns.drain(..over);
+        *turns_omitted = u64::try_from(over).unwrap_or(u64::MAX);
+    }
+    event
 }
 
 fn with_billing_error(mut event: DaemonEvent, message: String) -> DaemonEvent {
@@ -175,6 +211,7 @@ fn reply_for(
                 totals,
                 sessions,
                 turns,
+                turns_omitted: 0,
                 billing_error: None,
             })
         }
@@ -195,6 +232,7 @@ fn reply_for(
                 totals,
                 sessions,
                 turns,
+                turns_omitted: 0,
                 billing_error: None,
             })
         }
@@ -260,11 +298,11 @@ fn turn_totals(turn: &TurnRecord, charges: Option<&Charges>) -> UsageTotals {
         Some(None) => (None, 0, turn.requests),
     };
     UsageTotals {
-        input_tokens: turn.input_tokens,
-        cached_input_tokens: turn.cached_input_tokens,
-        cache_write_input_tokens: turn.cache_write_input_tokens,
-        output_tokens: turn.output_tokens,
-        reasoning_tokens: turn.reasoning_tokens,
+        input_tokens: turn.input_tokens.unwrap_or(0),
+        cached_input_tokens: turn.cached_input_tokens.unwrap_or(0),
+        cache_write_input_tokens: turn.cache_write_input_tokens.unwrap_or(0),
+        output_tokens: turn.output_tokens.unwrap_or(0),
+        reasoning_tokens: turn.reasoning_tokens.unwrap_or(0),
         turns: 1,
         gateway_cost,
         estimated_cost_usd: turn.estimated_cost_usd,

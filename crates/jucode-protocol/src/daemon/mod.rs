@@ -333,7 +333,11 @@ pub enum DaemonEvent {
         session: String,
         totals: UsageTotals,
         sessions: Vec<SessionUsageRow>,
+        /// The newest turns, oldest first, at most [`usage::MAX_TURN_ROWS`].
         turns: Vec<TurnUsageRow>,
+        /// How many older turns the cap left out of `turns` (the totals count them all).
+        #[serde(default)]
+        turns_omitted: u64,
         /// Why the gateway's charges could not be read; the local counts are still here.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         billing_error: Option<String>,
@@ -343,7 +347,10 @@ pub enum DaemonEvent {
         schedule: String,
         totals: UsageTotals,
         sessions: Vec<SessionUsageRow>,
+        /// As in `SessionUsage`.
         turns: Vec<TurnUsageRow>,
+        #[serde(default)]
+        turns_omitted: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         billing_error: Option<String>,
     },

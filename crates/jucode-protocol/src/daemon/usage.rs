@@ -4,6 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The most turn rows a `session_usage` or `schedule_usage` reply carries: the newest ones.
+/// A long-lived agent's task runs for years; its sums stay whole, its list stays sendable.
+pub const MAX_TURN_ROWS: usize = 500;
+
 /// Ops of [`crate::daemon::ops::Area::Usage`].
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
