@@ -29,7 +29,8 @@ export async function serveBuiltPage(page, relayUrl, dir) {
     async (route) => {
       const path = new URL(route.request().url()).pathname.slice("/remote".length).replace(/^\/+/, "");
       const name = extname(path) ? normalize(path) : "index.html";
-      const file = join(dir, name);
+      // `build.mjs --out DIR` lays the files out for `--web`: under DIR/remote/.
+      const file = join(dir, "remote", name);
       if (name.startsWith("..") || !existsSync(file)) return route.fulfill({ status: 404, body: "not found" });
       const real = await route.fetch();
       await route.fulfill({

@@ -56,6 +56,11 @@ frame-ancestors 'none'; object-src 'none'";
 /// The page for a request path: `/remote/<name>` (or `/<name>`) names a file, a path without
 /// an extension gets `index.html`, anything else is `None` (a 404).
 pub fn lookup(path: &str) -> Option<&'static Asset> {
+    // The servers' own endpoints are never the page, even where a server does not know one
+    // (the daemon has no `/relay/v1/push/key`; a page asking must see a 404, not HTML).
+    if path.starts_with("/relay/") || path.starts_with("/api/") {
+        return None;
+    }
     let last = path.rsplit('/').next().unwrap_or("");
     if !last.contains('.') {
         return ASSETS.iter().find(|a| a.name == "index.html");
@@ -205,6 +210,8 @@ mod tests {
         assert!(lookup("/remote/missing.js").is_none());
         assert!(lookup("/remote/../Cargo.toml").is_none());
         assert!(lookup("/remote/s/app.js").is_none());
+        assert!(lookup("/relay/v1/push/key").is_none());
+        assert!(lookup("/api/anything").is_none());
     }
 
     #[test]

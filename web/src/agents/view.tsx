@@ -1,7 +1,7 @@
 // Agents and their scheduled tasks: the list with a create form, and an agent's page (brief,
 // settings, memory, sessions, tasks). Names, summaries, briefs and memory are the agent's own
 // text: plain text, or markdown through ui/markdown.tsx; icons through icon.tsx.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import "./agents.css";
 import { request } from "../core/daemon";
 import { navigate } from "../core/route";
@@ -219,14 +219,19 @@ function Settings({ a }: { a: Json }) {
   const [v, setV] = useState(() => settingsOf(a));
   // Edits not yet saved are kept when the agents list is broadcast again (a turn starting,
   // another client's change); an untouched form follows the daemon's values.
-  const [dirty, setDirty] = useState(false);
+  // A ref, not state: the effect runs after the paint, and an edit typed in between must be
+  // seen by it (state captured at render time would still say "clean" and overwrite it).
+  const dirty = useRef(false);
+  const setDirty = (d: boolean) => {
+    dirty.current = d;
+  };
   const sig = JSON.stringify(settingsOf(a));
   useEffect(() => {
-    if (!dirty) setV(settingsOf(a));
+    if (!dirty.current) setV(settingsOf(a));
   }, [sig]);
   const edit = (patch: Partial<SettingsValues>) => {
-    setV((old) => ({ ...old, ...patch }));
     setDirty(true);
+    setV((old) => ({ ...old, ...patch }));
   };
   const { name, enabled, mode, sandbox, network, iconKind, iconValue, color, project } = v;
   const setName = (x: string) => edit({ name: x });
