@@ -209,3 +209,54 @@ async fn a_codex_session_is_named_after_its_thread() {
         .collect();
     assert_eq!(ids, vec![thread]);
 }
+
+/// A daemon with a long history (its `sessions` list far over a client's 16 MiB queue
+/// budget) still lets clients in: the connect batch is taken whole, and the connection
+/// then works as any other.
+#[tokio::test]
+async fn a_connect_batch_larger_than_the_queue_budget_still_lets_a_client_in() {
+    let env = jucode_testsupport::TestHome::new();
+    let cwd = env.project("big");
+    let title = "t".repeat(200);
+    let mut lines = Vec::new();
+    for i in 0..60_000 {
+        let session = format!("s{i:05}");
+        lines.push(
+            serde_json::json!({"kind":"open","session":session,"cwd":cwd,"engine":"jucode","at":1}),
+        );
+        lines.push(serde_json::json!({"kind":"close","session":session,"at":2}));
+        lines.push(serde_json::json!({"kind":"meta","session":session,"title":title,"at":3}));
+    }
+    env.seed_log("sessions.jsonl", &lines);
+    let daemon = env.daemon().await;
+    // A client without a message cap (browsers have none); the test client caps at 16 MiB.
+    let url = daemon.url(&daemon.token().unwrap());
+    let stream = tokio::net::TcpStream::connect(daemon.addr).await.unwrap();
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(None)
+        .max_frame_size(None);
+    let (mut ws, _) = tokio_tungstenite::client_async_with_config(url, stream, Some(config))
+        .await
+        .unwrap();
+    let mut types = Vec::new();
+    while types.len() < jucode_testsupport::CONNECT_BATCH.len() {
+        let Some(Ok(Message::Text(text))) = ws.next().await else {
+            panic!("the connection ended after {types:?}")
+        };
+        let frame: Value = serde_json::from_str(text.as_str()).unwrap();
+        if frame["type"] == "sessions" {
+            assert_eq!(frame["sessions"].as_array().unwrap().len(), 60_000);
+            assert!(text.len() > 16 * 1024 * 1024, "{}", text.len());
+        }
+        types.push(frame["type"].as_str().unwrap().to_string());
+    }
+    assert_eq!(types, jucode_testsupport::CONNECT_BATCH);
+    use futures_util::SinkExt as _;
+    ws.send(Message::text(r#"{"op":"ping","id":1}"#))
+        .await
+        .unwrap();
+    let Some(Ok(Message::Text(text))) = ws.next().await else {
+        panic!("no pong")
+    };
+    assert!(text.as_str().contains("pong"), "{text}");
+}

@@ -150,13 +150,27 @@ impl Clients {
         self.send_text(id, text);
     }
 
+    /// Queues a new connection's connect batch whole, whatever its size: the client cannot be
+    /// behind before it has had its first frames, and a daemon with a long history (tens of
+    /// thousands of sessions make a `sessions` list of many MiB) must still let clients in.
+    /// The bytes count toward the budget, so what follows waits for the client to read them.
+    pub(crate) fn send_batch(&mut self, id: ClientId, frames: &[Value]) {
+        for frame in frames {
+            self.send_text_bounded(id, frame.to_string().into(), false);
+        }
+    }
+
     fn send_text(&mut self, id: ClientId, text: Arc<str>) -> bool {
+        self.send_text_bounded(id, text, true)
+    }
+
+    fn send_text_bounded(&mut self, id: ClientId, text: Arc<str>, bounded: bool) -> bool {
         let Some(client) = self.map.get(&id) else {
             return true;
         };
         let len = text.len();
         let queued = client.queued.load(Ordering::Relaxed);
-        if queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
+        if bounded && queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
             self.kick(id, TOO_SLOW);
             return false;
         }
@@ -255,6 +269,28 @@ mod tests {
                 reason: "client too slow"
             })
         );
+    }
+
+    #[tokio::test]
+    async fn a_connect_batch_over_the_byte_budget_is_taken_whole() {
+        let mut clients = Clients::default();
+        let mut conn = clients.add(Auth::Local);
+        let batch = [frame(10), frame(CLIENT_QUEUE_BYTES), frame(10), frame(10)];
+        clients.send_batch(conn.id, &batch);
+        assert!(
+            clients.auth(conn.id).is_some(),
+            "the batch dropped the client"
+        );
+        for want in [12, CLIENT_QUEUE_BYTES + 2, 12, 12] {
+            let Some(Outgoing::Frame(f)) = conn.frames.recv().await else {
+                panic!("a batch frame is missing")
+            };
+            assert_eq!(f.len(), want);
+        }
+        // The batch counted: a live frame over the budget behind an unread batch still drops.
+        clients.send_batch(conn.id, &[frame(CLIENT_QUEUE_BYTES)]);
+        clients.send(conn.id, &frame(10));
+        assert!(clients.auth(conn.id).is_none());
     }
 
     #[test]

@@ -215,9 +215,7 @@ impl Hub {
         let mut inner = self.lock();
         let conn = inner.clients.add(auth);
         let batch = self.connect_batch(&inner);
-        for frame in batch {
-            inner.clients.send(conn.id, &frame);
-        }
+        inner.clients.send_batch(conn.id, &batch);
         conn
     }
 
