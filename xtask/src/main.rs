@@ -47,6 +47,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// `[--no-build] [FILTER]`, as `conformance` and `browser` take them: (build, filter).
+fn build_and_filter(rest: &[String]) -> Result<(bool, Option<String>)> {
+    let mut build = true;
+    let mut filter = None;
+    for arg in rest {
+        match arg.as_str() {
+            "--no-build" => build = false,
+            flag if flag.starts_with('-') => bail!("unknown flag {flag}\n{USAGE}"),
+            f if filter.is_none() => filter = Some(f.to_string()),
+            extra => bail!("unexpected argument {extra}\n{USAGE}"),
+        }
+    }
+    Ok((build, filter))
+}
+
 fn run() -> Result<bool> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((command, rest)) = args.split_first() else {
@@ -55,19 +70,8 @@ fn run() -> Result<bool> {
     };
     match command.as_str() {
         "conformance" => {
-            let mut options = conformance::Options {
-                build: true,
-                filter: None,
-            };
-            for arg in rest {
-                match arg.as_str() {
-                    "--no-build" => options.build = false,
-                    flag if flag.starts_with('-') => bail!("unknown flag {flag}\n{USAGE}"),
-                    filter if options.filter.is_none() => options.filter = Some(filter.into()),
-                    extra => bail!("unexpected argument {extra}\n{USAGE}"),
-                }
-            }
-            conformance::run(options)
+            let (build, filter) = build_and_filter(rest)?;
+            conformance::run(conformance::Options { build, filter })
         }
         "bench" => {
             let mut options = bench::Options {
@@ -116,19 +120,8 @@ fn run() -> Result<bool> {
             other => bail!("unexpected arguments {other:?}\n{USAGE}"),
         },
         "browser" => {
-            let mut options = web::BrowserOptions {
-                build: true,
-                filter: None,
-            };
-            for arg in rest {
-                match arg.as_str() {
-                    "--no-build" => options.build = false,
-                    flag if flag.starts_with('-') => bail!("unknown flag {flag}\n{USAGE}"),
-                    filter if options.filter.is_none() => options.filter = Some(filter.into()),
-                    extra => bail!("unexpected argument {extra}\n{USAGE}"),
-                }
-            }
-            web::browser(options)
+            let (build, filter) = build_and_filter(rest)?;
+            web::browser(web::BrowserOptions { build, filter })
         }
         "interop" => {
             if let Some(extra) = rest.first() {
@@ -141,5 +134,25 @@ fn run() -> Result<bool> {
             Ok(true)
         }
         other => bail!("unknown command {other}\n{USAGE}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn no_build_and_one_filter_are_read_and_anything_else_refused() {
+        assert_eq!(build_and_filter(&args(&[])).unwrap(), (true, None));
+        assert_eq!(
+            build_and_filter(&args(&["--no-build", "relay"])).unwrap(),
+            (false, Some("relay".into()))
+        );
+        assert!(build_and_filter(&args(&["--bogus"])).is_err());
+        assert!(build_and_filter(&args(&["a", "b"])).is_err());
     }
 }
