@@ -29,6 +29,7 @@ mod messages;
 mod paths;
 mod questions;
 mod reports;
+mod restart;
 mod router;
 mod schedules;
 mod sessions;
@@ -106,6 +107,7 @@ pub struct Hub {
     agent_caps: agents::capability::Capabilities,
     inner: Mutex<Inner>,
     background: tasks::Background,
+    restart: restart::Restart,
 }
 
 struct Inner {
@@ -152,6 +154,7 @@ impl Hub {
             token,
             agent_caps: Default::default(),
             background: tasks::Background::default(),
+            restart: restart::Restart::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),

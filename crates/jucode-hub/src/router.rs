@@ -67,6 +67,10 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
             cx.reply(DaemonEvent::Pong);
             Ok(())
         }
+        DaemonOp::Basics(BasicsOp::RestartWhenIdle) => {
+            crate::restart::handle(cx);
+            Ok(())
+        }
         DaemonOp::Sessions(op) => sessions::handle(cx, op).await,
         DaemonOp::Actions(op) => actions::handle(cx, op),
         DaemonOp::Agents(op) => agents::handle(cx, op),

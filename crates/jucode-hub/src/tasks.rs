@@ -1,5 +1,6 @@
 //! The hub's background loop: once a second on the hub's clock it retries pending messages
-//! and runs the items' due work (timers, question deadlines, scheduled tasks).
+//! and runs the items' due work (timers, question deadlines, scheduled tasks); after
+//! `restart_when_idle` it only watches for the moment nothing runs.
 //!
 //! The loop holds the hub weakly and ends when the hub is gone. It is supervised: a tick that
 //! panics is logged and the loop starts again a second later, so one bad record cannot stop
@@ -66,8 +67,13 @@ impl Hub {
     fn tick(self: &Arc<Self>) {
         let mut inner = self.lock();
         let now_ms = self.config.clock.now_ms();
-        self.deliver_pending(&mut inner);
-        self.item_ticks(&mut inner, now_ms);
+        if self.restart.pending() {
+            // Stepping aside: what is due waits, durably, for the next daemon.
+            self.exit_if_idle(&inner);
+        } else {
+            self.deliver_pending(&mut inner);
+            self.item_ticks(&mut inner, now_ms);
+        }
         drop(inner);
         self.background.ticks.send_modify(|n| *n += 1);
     }

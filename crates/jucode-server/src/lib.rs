@@ -108,12 +108,20 @@ impl Server {
         self.shared.hub.clone()
     }
 
-    /// Serves until `shutdown` completes, then stops every engine.
+    /// Serves until `shutdown` completes or the hub asks to exit (`restart_when_idle`), then
+    /// stops every engine.
     pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
         tokio::pin!(shutdown);
+        let hub = self.shared.hub.clone();
+        let exit = hub.exit_requested();
+        tokio::pin!(exit);
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
+                _ = &mut exit => {
+                    tracing::info!("restart_when_idle: no session is in a turn; exiting");
+                    break;
+                }
                 accepted = self.listener.accept() => {
                     let (stream, peer) = match accepted {
                         Ok(pair) => pair,

@@ -292,6 +292,19 @@ impl Daemon {
         }
     }
 
+    /// Waits up to `within` for the daemon to exit on its own; an error if it is still running.
+    pub async fn exited_within(&mut self, within: Duration) -> Result<ExitStatus> {
+        tokio::time::timeout(within, self.child.wait())
+            .await
+            .with_context(|| format!("the daemon was still running after {within:?}"))?
+            .context("wait for the daemon")
+    }
+
+    /// Whether the daemon process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Every line the daemon printed so far, stdout and stderr interleaved as read.
     pub fn logs(&self) -> Vec<String> {
         snapshot(&self.logs)

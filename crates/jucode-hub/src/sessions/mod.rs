@@ -325,6 +325,11 @@ impl Sessions {
             .collect()
     }
 
+    /// Whether any session (hidden ones too) is in a turn.
+    pub(crate) fn any_in_turn(&self) -> bool {
+        self.map.values().any(|s| s.busy)
+    }
+
     /// Whether a session of `agent` (hidden ones too) is in a turn.
     pub(crate) fn agent_in_turn(&self, agent: &str) -> bool {
         self.map

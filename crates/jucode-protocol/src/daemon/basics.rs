@@ -8,4 +8,7 @@ use serde::Deserialize;
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum BasicsOp {
     Ping,
+    /// Exit once no session is in a turn (after a `daemon_restarting` broadcast), so a newer
+    /// daemon can take over without cutting a task off.
+    RestartWhenIdle,
 }

@@ -245,6 +245,8 @@ pub enum DaemonEvent {
         version: String,
     },
     Pong,
+    /// Broadcast after `restart_when_idle`: the daemon exits once no session is in a turn.
+    DaemonRestarting,
     Error {
         message: String,
     },

@@ -118,7 +118,7 @@ use Area::*;
 /// Every daemon op of the protocol, in the order the spec describes them.
 pub static OPS: &[OpSpec] = &[
     op("ping", Basics, true),
-    local("restart_when_idle", Basics, DEVICES, false),
+    local("restart_when_idle", Basics, DEVICES, true),
     op("gateway_catalog", Gateway, false),
     op("workspaces", Workspaces, true),
     op("workspaces_set", Workspaces, true),
