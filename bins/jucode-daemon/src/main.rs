@@ -15,6 +15,7 @@ mod debug_clock;
 mod open;
 mod relay_admin;
 mod serve;
+mod service;
 
 /// The hosted relay, used when the relay is turned on and no --relay is given.
 const DEFAULT_RELAY: &str = "wss://app.jucode.net/relay/v1";
@@ -43,6 +44,9 @@ struct Args {
     /// A program speaking the serve protocol v2 to run as the jucode engine.
     #[arg(long, env = "JUCODE_SERVE_BIN")]
     serve_bin: Option<PathBuf>,
+    /// Write the log to this file (rotated by size) instead of standard error.
+    #[arg(long)]
+    log_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -77,6 +81,11 @@ enum Cmd {
         #[arg(value_enum)]
         action: relay_admin::RelayAction,
     },
+    /// Start the daemon at login and whenever it exits: a systemd user unit on Linux, a
+    /// launchd agent on macOS, with this shell's PATH and the flags given before `install`.
+    Install,
+    /// Stop the login service and remove it.
+    Uninstall,
     /// The agent tools as a stdio MCP server, for a Claude Code or Codex agent session (the
     /// daemon starts it; it reads JUCODE_AGENT_URL and JUCODE_AGENT_CAPABILITY).
     #[command(hide = true)]
@@ -91,13 +100,32 @@ fn main() -> Result<()> {
     } else {
         "info"
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    match (&args.log_file, &args.command) {
+        (Some(path), None) => {
+            tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_ansi(false)
+                .with_writer(service::log_file(path)?)
+                .init();
+            // Under a service nobody reads standard error: a panic goes to the log too.
+            let default_hook = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                tracing::error!("panic: {info}");
+                default_hook(info);
+            }));
+        }
+        _ => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init(),
+    }
+    match &args.command {
+        Some(Cmd::Install) => return service::install(&args),
+        Some(Cmd::Uninstall) => return service::uninstall(),
+        _ => {}
+    }
     if let Some(Cmd::AgentMcp) = &args.command {
         let config = jucode_agent_mcp::Config::from_env(std::env::vars())?;
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -171,7 +199,7 @@ fn main() -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         // Handlers go in before "listening" is printed: a SIGTERM right after that line must
         // still stop the engines cleanly.
         let shutdown = shutdown_signal()?;
@@ -179,14 +207,22 @@ fn main() -> Result<()> {
             options,
             |addr, token| {
                 println!("jucode daemon listening on http://{addr}");
+                tracing::info!(
+                    version = env!("CARGO_PKG_VERSION"),
+                    "listening on http://{addr}"
+                );
                 println!("token: {}", token.display());
             },
             shutdown,
         )
         .await
         .map_err(anyhow::Error::from)
-    })?;
-    Ok(())
+    });
+    if let Err(e) = &result {
+        // With --log-file this is where a service's failure to start can be read.
+        tracing::error!("the daemon stopped: {e:#}");
+    }
+    result
 }
 
 /// The hub's clock: the system's. A debug build also reads the test-only override
@@ -210,5 +246,6 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
         eprintln!("shutting down");
+        tracing::info!("shutting down on a signal");
     })
 }
