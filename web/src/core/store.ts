@@ -26,6 +26,8 @@ export interface State extends Lists {
   access: "local" | "device" | "relay" | "none";
   /** Bumped when a report is posted or read, so the inbox reloads its list. */
   reportsRev: number;
+  /** The daemon said `daemon_restarting` and has not greeted again since. */
+  restarting: boolean;
 }
 
 const initial: State = {
@@ -33,6 +35,7 @@ const initial: State = {
   version: "",
   access: "none",
   reportsRev: 0,
+  restarting: false,
   sessions: [],
   workspaces: [],
   workspacesRev: 0,
@@ -82,7 +85,10 @@ class Store {
     const a = f as Json;
     switch (f.type) {
       case "hello":
-        this.set({ version: String(a.version ?? "") });
+        this.set({ version: String(a.version ?? ""), restarting: false });
+        return;
+      case "daemon_restarting":
+        this.set({ restarting: true });
         return;
       case "sessions":
         if (Array.isArray(a.sessions)) this.set({ sessions: a.sessions });

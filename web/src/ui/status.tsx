@@ -6,6 +6,7 @@ import { useStore } from "../core/store";
 
 export function StatusBanner() {
   const conn = useStore((s) => s.conn);
+  const restarting = useStore((s) => s.restarting);
   const [, tick] = useState(0);
   useEffect(() => {
     if (conn.kind !== "reconnecting") return;
@@ -14,7 +15,11 @@ export function StatusBanner() {
   }, [conn]);
   switch (conn.kind) {
     case "open":
-      return null;
+      return restarting ? (
+        <div class="banner warn" role="status" data-state="restarting">
+          The daemon is restarting once the running turns end. This page reconnects by itself.
+        </div>
+      ) : null;
     case "connecting":
       return (
         <div class="banner" role="status" data-state="connecting">
@@ -25,7 +30,7 @@ export function StatusBanner() {
       const secs = Math.max(0, Math.ceil((conn.at - Date.now()) / 1000));
       return (
         <div class="banner warn" role="status" data-state="reconnecting">
-          Offline: {conn.why}. Trying again {secs > 0 ? `in ${secs} s` : "now"}.{" "}
+          {restarting ? "The daemon is restarting" : `Offline: ${conn.why}`}. Trying again {secs > 0 ? `in ${secs} s` : "now"}.{" "}
           <button type="button" onClick={() => connection()?.retryNow()}>
             Retry now
           </button>
