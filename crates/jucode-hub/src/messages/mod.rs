@@ -26,6 +26,7 @@ use crate::util::new_id;
 use crate::{Hub, HubError, Inner};
 
 pub(crate) use deliver::RunState;
+pub(crate) use route::is_delivery_header;
 
 /// Where a message comes from; `as_wire` is the `from` of its record and of
 /// `message_delivered`.

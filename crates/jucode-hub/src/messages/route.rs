@@ -103,6 +103,14 @@ pub(crate) fn delivery_text(id: &str, from: &str, body: &str) -> String {
     format!("[{origin} · {id}]\n{body}")
 }
 
+/// Whether `line` is the header [`delivery_text`] puts above a message that is not the user's.
+pub(crate) fn is_delivery_header(line: &str) -> bool {
+    line.strip_prefix('[')
+        .and_then(|l| l.strip_suffix(']'))
+        .and_then(|l| l.rsplit_once(" · "))
+        .is_some_and(|(_, id)| id.starts_with("m-") && !id.contains(char::is_whitespace))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

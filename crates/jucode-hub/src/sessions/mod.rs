@@ -476,9 +476,15 @@ fn shutdown_op() -> Object {
     op
 }
 
-/// The first line of `content`, at most [`TITLE_CHARS`] characters.
+/// The first line of `content`, at most [`TITLE_CHARS`] characters. A delivered message's
+/// header line (`[scheduled task sch-… · m-…]`) is passed over: what follows it says more.
 fn title_from(content: &str) -> Option<String> {
-    let line = content.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next()?;
+    let line = match crate::messages::is_delivery_header(first) {
+        true => lines.next().unwrap_or(first),
+        false => first,
+    };
     Some(line.chars().take(TITLE_CHARS).collect())
 }
 
@@ -528,6 +534,21 @@ mod tests {
         let long = "x".repeat(50);
         assert_eq!(title_from(&long).map(|t| t.chars().count()), Some(40));
         assert_eq!(title_from("  \n "), None);
+    }
+
+    #[test]
+    fn a_delivered_message_is_titled_by_its_body_not_its_header() {
+        let text =
+            crate::messages::route::delivery_text("m-1-1", "schedule:sch-ab", "Nightly report");
+        assert_eq!(title_from(&text).as_deref(), Some("Nightly report"));
+        // A header alone is all there is to go by.
+        let bare = crate::messages::route::delivery_text("m-1-1", "timer:tm-1-2", "");
+        assert_eq!(
+            title_from(&bare).as_deref(),
+            Some("[timer tm-1-2 fired · m-1-1]")
+        );
+        // A user's own text that looks like one is not a header: no message id in it.
+        assert_eq!(title_from("[draft]\nplan").as_deref(), Some("[draft]"));
     }
 
     #[test]
