@@ -341,7 +341,9 @@ fn parse_status(bytes: &[u8]) -> (Option<String>, Vec<GitFile>) {
         let path = text[3..].to_string();
         // A rename or copy is followed by its old path.
         let from = if status.contains(['R', 'C']) {
-            fields.next().map(|f| String::from_utf8_lossy(f).into_owned())
+            fields
+                .next()
+                .map(|f| String::from_utf8_lossy(f).into_owned())
         } else {
             None
         };
@@ -368,9 +370,7 @@ fn file_spec(root: &Path, real: &Path, file: &str) -> Option<OsString> {
     let rel = Path::new(file);
     let plain = !file.is_empty()
         && !file.contains('\0')
-        && rel
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)));
+        && rel.components().all(|c| matches!(c, Component::Normal(_)));
     (plain && root.join(rel).starts_with(real))
         .then(|| OsString::from(format!(":(top,literal){file}")))
 }
@@ -384,15 +384,20 @@ pub(super) async fn git_diff(
     let real = checked_dir(&rule, op, &path).await?;
     let fail = |message| FilesError::Git { op, message };
     let Some(root) = toplevel(op, &real).await? else {
-        return Err(fail(format!("{} is not in a git repository", real.display())));
+        return Err(fail(format!(
+            "{} is not in a git repository",
+            real.display()
+        )));
     };
     let filters = filter_drivers(&real).await.map_err(fail)?;
     let mut specs = match &file {
-        Some(f) => vec![file_spec(&root, &real, f).ok_or_else(|| FilesError::BadFile {
-            op,
-            path: real.display().to_string(),
-            file: f.clone(),
-        })?],
+        Some(f) => vec![
+            file_spec(&root, &real, f).ok_or_else(|| FilesError::BadFile {
+                op,
+                path: real.display().to_string(),
+                file: f.clone(),
+            })?,
+        ],
         None => os(&["."]),
     };
     specs.extend(secret_excludes(&rule, &root));
@@ -559,7 +564,10 @@ mod tests {
                 ("??", "notes/x.md", None),
             ]
         );
-        assert_eq!(parse_branch("No commits yet on trunk"), Some("trunk".into()));
+        assert_eq!(
+            parse_branch("No commits yet on trunk"),
+            Some("trunk".into())
+        );
         assert_eq!(parse_branch("HEAD (no branch)"), None);
     }
 

@@ -11,9 +11,9 @@ mod image;
 mod list;
 mod read;
 pub(crate) mod rule;
-mod untracked;
 #[cfg(test)]
 mod rule_tests;
+mod untracked;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};

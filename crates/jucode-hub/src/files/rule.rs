@@ -206,7 +206,9 @@ fn opened_path(_file: &File, real: &Path, meta: &std::fs::Metadata) -> std::io::
     if inode(&again) == inode(meta) {
         Ok(real.to_path_buf())
     } else {
-        Err(std::io::Error::other("the file changed while it was opened"))
+        Err(std::io::Error::other(
+            "the file changed while it was opened",
+        ))
     }
 }
 

@@ -75,7 +75,10 @@ fn secret(r: Result<PathBuf, FilesError>) -> bool {
 fn dot_dot_and_home_forms() {
     let w = world(false);
     assert_eq!(w.read("~/p/a.txt").unwrap(), w.root.join("p/a.txt"));
-    assert_eq!(w.read(&w.at("p/sub/../a.txt")).unwrap(), w.root.join("p/a.txt"));
+    assert_eq!(
+        w.read(&w.at("p/sub/../a.txt")).unwrap(),
+        w.root.join("p/a.txt")
+    );
     assert!(outside(w.read("~/p/../other/f.txt")));
     assert!(outside(w.read(&w.at("p/sub/../../other/f.txt"))));
     assert!(outside(w.read("~/p/../../../../../../etc/passwd")));
@@ -110,9 +113,15 @@ fn links_are_judged_by_where_they_lead() {
     assert!(secret(w.read("~/p/keys")));
     assert!(secret(w.read("~/p/auth")));
     // A link from outside into the project leads inside: allowed.
-    assert_eq!(w.read("~/other/in.txt").unwrap(), w.root.join("p/sub/f.txt"));
+    assert_eq!(
+        w.read("~/other/in.txt").unwrap(),
+        w.root.join("p/sub/f.txt")
+    );
     assert_eq!(w.read("~/p/rel.txt").unwrap(), w.root.join("p/a.txt"));
-    assert!(matches!(w.read("~/p/dangling"), Err(FilesError::Missing { .. })));
+    assert!(matches!(
+        w.read("~/p/dangling"),
+        Err(FilesError::Missing { .. })
+    ));
 }
 
 #[test]
@@ -142,7 +151,11 @@ fn a_link_swapped_in_between_the_check_and_the_open_is_caught() {
 #[test]
 fn a_hard_link_to_a_credential_file_is_refused() {
     let w = world(false);
-    std::fs::hard_link(w.root.join(".ssh/id_ed25519"), w.root.join("p/innocent.txt")).unwrap();
+    std::fs::hard_link(
+        w.root.join(".ssh/id_ed25519"),
+        w.root.join("p/innocent.txt"),
+    )
+    .unwrap();
     std::fs::hard_link(
         w.root.join(".jucode/daemon/token"),
         w.root.join("p/sub/t.txt"),
@@ -185,7 +198,10 @@ fn odd_bytes_in_names() {
     assert!(w.read("~/p/new\nline.txt").is_ok());
     assert!(w.read("~/p/sp ace & <b>.txt").is_ok());
     assert!(matches!(w.read("~/p/a.txt\0"), Err(FilesError::Path(_))));
-    assert!(matches!(w.read("~/p/\0/../a.txt"), Err(FilesError::Path(_))));
+    assert!(matches!(
+        w.read("~/p/\0/../a.txt"),
+        Err(FilesError::Path(_))
+    ));
     // A name the client cannot spell (not UTF-8) does not exist under any spelling it sends.
     use std::os::unix::ffi::OsStrExt as _;
     let odd = std::ffi::OsStr::from_bytes(b"bad\xff.txt");
