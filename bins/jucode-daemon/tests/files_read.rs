@@ -255,3 +255,30 @@ async fn every_escape_is_refused() {
         .unwrap();
     assert!(error_text(&r).starts_with("fs_list: "), "{r}");
 }
+
+#[tokio::test]
+async fn a_huge_folder_is_listed_up_to_the_cap() {
+    let env = TestHome::new();
+    let project = env.project("many");
+    for i in 0..5010 {
+        std::fs::write(project.join(format!("f{i:05}")), "").unwrap();
+    }
+    let daemon = env.daemon().await;
+    let mut desk = daemon.client().await.unwrap();
+    desk.start_session(&project).await.unwrap();
+    let r = desk
+        .request(json!({"op":"fs_list","path":"~/many"}))
+        .await
+        .unwrap();
+    assert_eq!(r["type"], "fs_list", "{}", r["type"]);
+    assert_eq!(r["truncated"], true);
+    assert_eq!(r["entries"].as_array().unwrap().len(), 5000);
+    // Sorted before the cut: the first files by name are kept.
+    let first = r["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["dir"] == false)
+        .unwrap();
+    assert_eq!(first["name"], "f00000");
+}

@@ -213,3 +213,26 @@ async fn a_hostile_repository_runs_nothing_and_credentials_never_show() {
         .collect();
     assert!(ran.is_empty(), "the repository ran {ran:?}");
 }
+
+#[tokio::test]
+async fn a_diff_past_one_mebibyte_is_cut_at_a_line_end() {
+    let env = TestHome::new();
+    let project = env.project("big");
+    repo(&project);
+    let line = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\n";
+    std::fs::write(project.join("huge.txt"), line.repeat(20_000)).unwrap();
+    let daemon = env.daemon().await;
+    let mut desk = daemon.client().await.unwrap();
+    desk.start_session(&project).await.unwrap();
+    let r = desk
+        .request(json!({"op":"git_diff","path":"~/big"}))
+        .await
+        .unwrap();
+    assert_eq!(r["type"], "git_diff", "{}", r["type"]);
+    assert_eq!(r["truncated"], true);
+    let diff = r["diff"].as_str().unwrap();
+    assert!(diff.len() <= 1024 * 1024, "{}", diff.len());
+    assert!(diff.len() > 1000 * 1024, "{}", diff.len());
+    assert!(diff.ends_with('\n'));
+    assert!(diff.contains("diff --git a/a.txt b/a.txt"));
+}

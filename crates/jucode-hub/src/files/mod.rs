@@ -81,6 +81,9 @@ fn known_dirs(inner: &Inner, home: &Path) -> Vec<PathBuf> {
         dirs.push(agent.config.cwd.clone());
     }
     dirs.push(home.join("uploads"));
+    // Many sessions share a directory: resolve each once.
+    dirs.sort();
+    dirs.dedup();
     dirs
 }
 

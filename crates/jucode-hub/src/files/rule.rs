@@ -9,6 +9,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::files::FilesError;
 use crate::paths::expand_home;
@@ -29,6 +30,8 @@ pub(crate) struct Rule {
     real_home: Option<PathBuf>,
     known: Vec<PathBuf>,
     secret: Vec<PathBuf>,
+    /// (device, inode) of the credential files, walked once per request when first needed.
+    secret_inodes: OnceLock<HashSet<(u64, u64)>>,
 }
 
 /// How many entries of the credential directories are looked at when comparing hard links.
@@ -44,6 +47,7 @@ impl Rule {
             real_home: std::fs::canonicalize(user_home).ok(),
             known: known.iter().filter_map(resolve).collect(),
             secret: secret.iter().filter_map(resolve).collect(),
+            secret_inodes: OnceLock::new(),
         }
     }
 
@@ -147,7 +151,13 @@ impl Rule {
         let meta = file.metadata().map_err(io)?;
         let opened = opened_path(file, real, &meta).map_err(io)?;
         self.check_real(op, path, &opened, scope)?;
-        if meta.is_file() && meta.nlink() > 1 && self.secret_inodes().contains(&inode(&meta)) {
+        if meta.is_file()
+            && meta.nlink() > 1
+            && self
+                .secret_inodes
+                .get_or_init(|| self.walk_secrets())
+                .contains(&inode(&meta))
+        {
             return Err(FilesError::Credentials {
                 op,
                 path: path.to_string(),
@@ -158,7 +168,7 @@ impl Rule {
 
     /// (device, inode) of every file under the credential paths (a bounded walk; only done
     /// for a file with several hard links).
-    fn secret_inodes(&self) -> HashSet<(u64, u64)> {
+    fn walk_secrets(&self) -> HashSet<(u64, u64)> {
         let mut seen = HashSet::new();
         let mut stack: Vec<PathBuf> = self.secret.clone();
         let mut budget = SECRET_WALK_MAX;
