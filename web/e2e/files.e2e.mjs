@@ -23,6 +23,8 @@ function repo(dir) {
   writeFileSync(join(dir, "src", "main.rs"), 'fn main() {\n    println!("hello");\n}\n');
   writeFileSync(join(dir, "old-name.txt"), "this file is renamed\nand keeps its lines\nall three\n");
   writeFileSync(join(dir, ".gitignore"), ".jucode-fake/\n*.log\n");
+  // Committed and unchanged: large to open, absent from the diff.
+  writeFileSync(join(dir, "big.txt"), "a line of a big file\n".repeat(60_000));
   git(dir, "init", "-q", "-b", "main");
   git(dir, "add", ".");
   git(dir, "commit", "-q", "-m", "first");
@@ -72,6 +74,8 @@ export const scenarios = [
       await page.getByRole("button", { name: new RegExp("onerror") }).click();
       await page.getByLabel(/^Contents of <img/).getByText("<script>window.__pwned=1</script>").waitFor();
       await shoot(page, "files-browser-desktop");
+      await page.getByRole("button", { name: /big\.txt/ }).click();
+      await page.getByText(/Showing the first 1 MB of 1\.2 MB/).waitFor();
 
       await page.getByRole("navigation", { name: "Files or changes" }).getByRole("link", { name: "Changes" }).click();
       const changes = page.getByRole("list", { name: "Changed files" });
@@ -105,6 +109,8 @@ export const scenarios = [
       const { session } = await d.request("session_create", { cwd: dir });
       const page = await newPage(browser, PHONE);
       await page.goto(daemon.localLink(`/remote/s/${session}`));
+      await page.getByRole("link", { name: "Files and changes" }).waitFor();
+      await shoot(page, "files-session-link-phone");
       await page.getByRole("link", { name: "Files and changes" }).click();
       await page.getByRole("list", { name: "Entries of phoneproj" }).waitFor();
       await shoot(page, "files-list-phone");
@@ -116,6 +122,8 @@ export const scenarios = [
       await page.getByRole("button", { name: /src\/main\.rs/ }).click();
       await page.locator(".dl.d-add", { hasText: "hello, world" }).waitFor();
       await shoot(page, "files-diff-phone");
+      await page.emulateMedia({ colorScheme: "dark" });
+      await shoot(page, "files-diff-phone-dark");
       await notPwned(page);
       noProblems(page);
     },
