@@ -236,3 +236,43 @@ async fn a_diff_past_one_mebibyte_is_cut_at_a_line_end() {
     assert!(diff.ends_with('\n'));
     assert!(diff.contains("diff --git a/a.txt b/a.txt"));
 }
+
+#[tokio::test]
+async fn a_home_that_is_a_repository_never_shows_its_credentials() {
+    let env = TestHome::new();
+    let home = env.root().to_path_buf();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "OLD SECRET\n").unwrap();
+    std::fs::write(home.join(".profile"), "export A=1\n").unwrap();
+    std::fs::write(home.join(".gitignore"), ".jucode/\n.jucode-fake/\n").unwrap();
+    git(&home, &["init", "-q", "-b", "main"]);
+    git(&home, &["add", "."]);
+    git(&home, &["commit", "-q", "-m", "dotfiles"]);
+    std::fs::write(home.join(".ssh/id_ed25519"), "NEW SECRET\n").unwrap();
+    std::fs::write(home.join(".aws/credentials"), "AWS SECRET\n").unwrap();
+    std::fs::write(home.join(".profile"), "export A=2\n").unwrap();
+    let daemon = env.daemon().await;
+    let mut desk = daemon.client().await.unwrap();
+    desk.start_session(&home).await.unwrap();
+    let r = desk
+        .request(json!({"op":"git_status","path":"~"}))
+        .await
+        .unwrap();
+    assert_eq!(r["type"], "git_status", "{r}");
+    let text = r.to_string();
+    assert!(text.contains(".profile"), "{text}");
+    assert!(!text.contains(".ssh") && !text.contains(".aws"), "{text}");
+    let r = desk
+        .request(json!({"op":"git_diff","path":"~"}))
+        .await
+        .unwrap();
+    let diff = r["diff"].as_str().unwrap();
+    assert!(diff.contains("+export A=2"), "{diff}");
+    assert!(!diff.contains("SECRET"), "{diff}");
+    let r = desk
+        .request(json!({"op":"git_diff","path":"~","file":".ssh/id_ed25519"}))
+        .await
+        .unwrap();
+    assert!(!r.to_string().contains("SECRET"), "{r}");
+}
