@@ -85,5 +85,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Schedules(op) => schedules::handle(cx, op),
         DaemonOp::Usage(op) => usage::handle(cx, op),
         DaemonOp::Files(op) => files::handle(cx, op),
+        DaemonOp::Git(op) => files::handle_git(cx, op),
     }
 }

@@ -16,8 +16,8 @@ use serde_json::{Map, Value, json};
 use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
-    ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, FilesOp, McpOp, MessagesOp, PushOp,
-    QuestionsOp, ReportsOp, SchedulesOp, SessionsOp, TimersOp, UsageOp, WorkspacesOp,
+    ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, FilesOp, GitOp, McpOp, MessagesOp,
+    PushOp, QuestionsOp, ReportsOp, SchedulesOp, SessionsOp, TimersOp, UsageOp, WorkspacesOp,
 };
 use crate::serve;
 
@@ -77,6 +77,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<SchedulesOp>(&mut generator, "op"));
     daemon.extend(variants::<UsageOp>(&mut generator, "op"));
     daemon.extend(variants::<FilesOp>(&mut generator, "op"));
+    daemon.extend(variants::<GitOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

@@ -8,7 +8,9 @@ export type Route =
   | { view: "inbox" }
   | { view: "agents" }
   | { view: "agent"; id: string }
-  | { view: "settings" };
+  | { view: "settings" }
+  | { view: "files"; path: string }
+  | { view: "changes"; path: string };
 
 export function parseRoute(path: string): Route {
   const parts = path.replace(/^\/remote\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -21,6 +23,9 @@ export function parseRoute(path: string): Route {
       return parts[1] ? { view: "agent", id: parts[1] } : { view: "agents" };
     case "settings":
       return { view: "settings" };
+    case "files":
+    case "changes":
+      return parts[1] ? { view: parts[0], path: parts[1] } : { view: "sessions" };
     default:
       return { view: "sessions" };
   }
@@ -34,6 +39,9 @@ export function routePath(r: Route): string {
       return `/remote/s/${encodeURIComponent(r.id)}`;
     case "agent":
       return `/remote/agents/${encodeURIComponent(r.id)}`;
+    case "files":
+    case "changes":
+      return `/remote/${r.view}/${encodeURIComponent(r.path)}`;
     default:
       return `/remote/${r.view}`;
   }

@@ -3,6 +3,7 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { onReopen, post, request, unwatch, watch } from "../core/daemon";
 import { navigate } from "../core/route";
+import { FilesLink } from "../files/link";
 import { store, useStore, type Json } from "../core/store";
 import { emptyState, reduce, type Approval, type Item, type SessionState } from "./model";
 import { DiffLines, Row, type RowUi } from "./items";
@@ -235,6 +236,7 @@ export function SessionView({ id }: { id: string }) {
           <h1 id="sv-title">{title}</h1>
           <ModelLine s={s} meta={meta} />
         </div>
+        {meta && !meta.chat && typeof meta.cwd === "string" && <FilesLink path={meta.cwd} />}
         <label class="mode">
           <span class="sr-only">Approval mode</span>
           <select

@@ -4,6 +4,7 @@
 // their ops.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { request } from "../core/daemon";
+import { FilesLink } from "../files/link";
 import { forgetAll } from "../core/auth";
 import { store, useStore, type Json } from "../core/store";
 import { qrDataUrl } from "./qr";
@@ -162,6 +163,7 @@ function Workspace({ ws, change }: { ws: Json; change: Change }) {
                 <span class="name">{String(p.name ?? p.id)}</span>
                 <span class="meta path">{String(p.path ?? "")}</span>
               </div>
+              {typeof p.path === "string" && <FilesLink path={p.path} label={`Files of ${String(p.name ?? p.id)}`} />}
               {confirm === p.id ? (
                 <span class="confirm" role="group" aria-label={`Remove ${String(p.name)}?`}>
                   <span>Remove from the list? Its files stay.</span>

@@ -11,6 +11,7 @@ pub mod agents;
 pub mod basics;
 pub mod devices;
 pub mod files;
+pub mod git;
 pub mod limits;
 pub mod mcp;
 pub mod messages;
@@ -34,6 +35,7 @@ pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
 pub use files::FilesOp;
+pub use git::GitOp;
 pub use mcp::McpOp;
 pub use messages::MessagesOp;
 pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
@@ -164,6 +166,7 @@ pub enum DaemonOp {
     Schedules(SchedulesOp),
     Usage(UsageOp),
     Files(FilesOp),
+    Git(GitOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -204,6 +207,7 @@ impl DaemonOp {
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
             Area::Files => read(fields).map(DaemonOp::Files),
+            Area::Git => read(fields).map(DaemonOp::Git),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -224,6 +228,7 @@ impl DaemonOp {
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
+            DaemonOp::Git(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -361,6 +366,43 @@ pub enum DaemonEvent {
     FsImage {
         path: String,
         data: String,
+    },
+    /// The reply to `fs_list`: `path` resolved, `git` whether it lies in a git work tree,
+    /// folders first then by name, git-ignored entries and `.git` left out.
+    FsList {
+        path: String,
+        git: bool,
+        entries: Vec<files::FsEntry>,
+        truncated: bool,
+    },
+    /// The reply to `fs_read`: the file's `size`, and its first MiB as `text` unless it is
+    /// `binary` (then `text` is empty).
+    FsRead {
+        path: String,
+        size: u64,
+        binary: bool,
+        text: String,
+        truncated: bool,
+    },
+    /// The reply to `git_status`: `repo` false (and no files) outside a repository; `root`
+    /// the repository's top; `branch` absent on a detached head.
+    GitStatus {
+        path: String,
+        repo: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        root: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+        files: Vec<git::GitFile>,
+        truncated: bool,
+    },
+    /// The reply to `git_diff`.
+    GitDiff {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        file: Option<String>,
+        diff: String,
+        truncated: bool,
     },
     /// The reply to `report_read`, and what every other client gets with it.
     ReportRead {

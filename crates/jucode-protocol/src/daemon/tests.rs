@@ -133,6 +133,10 @@ fn the_table_and_the_typed_ops_agree() {
         "session_usage": {"session": "s1"},
         "schedule_usage": {"schedule": "sch-1"},
         "fs_image": {"path": "/tmp/a.png"},
+        "fs_list": {"path": "~"},
+        "fs_read": {"path": "/tmp/a.txt"},
+        "git_status": {"path": "/tmp"},
+        "git_diff": {"path": "/tmp", "file": "a.txt"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -167,6 +171,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,
             DaemonOp::Files(_) => Area::Files,
+            DaemonOp::Git(_) => Area::Git,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
