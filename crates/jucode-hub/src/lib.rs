@@ -34,6 +34,7 @@ mod schedules;
 mod sessions;
 mod tasks;
 mod timers;
+mod uploads;
 mod usage;
 mod util;
 mod workspaces;
@@ -106,6 +107,8 @@ pub struct Hub {
     agent_caps: agents::capability::Capabilities,
     inner: Mutex<Inner>,
     background: tasks::Background,
+    /// Uploads between their first and last chunk: their own lock, never held with the hub's.
+    uploads: uploads::Uploads,
 }
 
 struct Inner {
@@ -147,11 +150,19 @@ impl Hub {
         });
         let schedules = schedules::Schedules::open(&agents, &messages);
         let usage = usage::open(&store)?;
+        let purged = uploads::purge(
+            &config.home.join("uploads"),
+            config.clock.now().to_zoned(jiff::tz::TimeZone::UTC).date(),
+        );
+        if purged > 0 {
+            tracing::info!(purged, "removed leftover and expired uploads");
+        }
         let hub = Arc::new(Hub {
             config,
             token,
             agent_caps: Default::default(),
             background: tasks::Background::default(),
+            uploads: Default::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),

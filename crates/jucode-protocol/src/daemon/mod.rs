@@ -21,6 +21,7 @@ pub mod reports;
 pub mod schedules;
 pub mod sessions;
 pub mod timers;
+pub mod uploads;
 pub mod usage;
 pub mod workspaces;
 
@@ -43,6 +44,7 @@ pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
 pub use timers::{TimerInfo, TimersOp};
+pub use uploads::UploadsOp;
 pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
 
@@ -164,6 +166,7 @@ pub enum DaemonOp {
     Schedules(SchedulesOp),
     Usage(UsageOp),
     Files(FilesOp),
+    Uploads(UploadsOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -204,6 +207,7 @@ impl DaemonOp {
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
             Area::Files => read(fields).map(DaemonOp::Files),
+            Area::Uploads => read(fields).map(DaemonOp::Uploads),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -224,6 +228,7 @@ impl DaemonOp {
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
+            DaemonOp::Uploads(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -424,6 +429,20 @@ pub enum DaemonEvent {
         agent: String,
         from: String,
         session: String,
+    },
+    /// `upload`: a chunk is written to the file's `.part`; `size` is what it holds now.
+    UploadPart {
+        upload: String,
+        size: u64,
+    },
+    /// `upload` with `last`: the file is complete and fsynced at `path` (absolute), under the
+    /// cleaned `name`; `image` when its bytes are a png, jpeg, gif or webp.
+    Uploaded {
+        upload: String,
+        path: String,
+        name: String,
+        size: u64,
+        image: bool,
     },
 }
 

@@ -133,6 +133,7 @@ fn the_table_and_the_typed_ops_agree() {
         "session_usage": {"session": "s1"},
         "schedule_usage": {"schedule": "sch-1"},
         "fs_image": {"path": "/tmp/a.png"},
+        "upload": {"name": "a.txt", "data": "", "last": true},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -167,6 +168,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,
             DaemonOp::Files(_) => Area::Files,
+            DaemonOp::Uploads(_) => Area::Uploads,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
