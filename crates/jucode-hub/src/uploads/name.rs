@@ -30,7 +30,10 @@ pub(crate) fn clean_name(name: &str) -> Result<String, &'static str> {
         .trim_start_matches('.')
         .trim_end_matches(['.', ' '])
         .trim();
-    if trimmed.is_empty() || trimmed.chars().all(|c| c == '_') {
+    if trimmed
+        .chars()
+        .all(|c| c == '_' || c == '.' || c.is_whitespace())
+    {
         return Err(
             "name has nothing left once separators, control characters and dots are removed",
         );
@@ -76,7 +79,7 @@ mod tests {
         assert_eq!(clean_name("gpj.\u{202e}exe").unwrap(), "gpj._exe");
         assert_eq!(clean_name("trail. . ").unwrap(), "trail");
         assert_eq!(clean_name("照片.jpg").unwrap(), "照片.jpg");
-        for bad in ["", "   ", "..", ".", "/", "../", "\u{0}"] {
+        for bad in ["", "   ", "..", ".", "/", "../", "\u{0}", "/../..", "_ . _"] {
             assert!(clean_name(bad).is_err(), "{bad:?}");
         }
     }
