@@ -81,6 +81,21 @@ impl Message {
         Ok(Message { content, images })
     }
 
+    /// The echo of a message whose `refused` images were not attached: they are left out, so
+    /// the session's `user_message` names only images the engine got.
+    pub(crate) fn event_without(&self, refused: &[String]) -> Event {
+        Message {
+            content: self.content.clone(),
+            images: self
+                .images
+                .iter()
+                .filter(|p| !refused.contains(p))
+                .cloned()
+                .collect(),
+        }
+        .event()
+    }
+
     pub(crate) fn event(&self) -> Event {
         if self.images.is_empty() {
             event("user_message", json!({ "content": self.content }))
