@@ -1,6 +1,6 @@
 // Files attached to the message being written: picked, pasted or dropped, uploaded at once one
 // after another with a progress bar each, removable (an upload under way stops at its next
-// chunk). Images show a local preview (a blob: URL, revoked when the file leaves the tray).
+// chunk). The pickers' icons are CSS masks, not SVG in the DOM. Images show a local preview (a blob: URL, revoked when the file leaves the tray).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Cancelled, uploadFile } from "./upload";
 import { humanSize, type Uploaded } from "./model";
@@ -104,16 +104,11 @@ export function AttachButtons({ onFiles }: { onFiles: (files: File[]) => void })
     <div class="attach">
       <label class="attach-btn" title="Attach files">
         <input type="file" multiple class="sr-only" aria-label="Attach files" onChange={take} />
-        <svg viewBox="0 0 24 24" width="22" height="22" aria-hidden="true" class="attach-icon">
-          <path d="M16.5 6.5l-7.8 7.8a2 2 0 0 0 2.8 2.8l7.8-7.8a4 4 0 0 0-5.7-5.7l-7.8 7.8a6 6 0 0 0 8.5 8.5l6.4-6.4" />
-        </svg>
+        <span class="attach-icon clip" aria-hidden="true" />
       </label>
       <label class="attach-btn" title="Add a photo">
         <input type="file" multiple accept="image/*" class="sr-only" aria-label="Add a photo" onChange={take} />
-        <svg viewBox="0 0 24 24" width="22" height="22" aria-hidden="true" class="attach-icon">
-          <path d="M4 8h3l2-3h6l2 3h3v11H4z" />
-          <circle cx="12" cy="13" r="3.5" />
-        </svg>
+        <span class="attach-icon camera" aria-hidden="true" />
       </label>
     </div>
   );
