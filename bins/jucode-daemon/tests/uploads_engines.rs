@@ -114,13 +114,18 @@ async fn send(k: &mut Case, text: &str, input: impl Fn(&Value) -> bool) -> Value
         json!([k.image]),
         "only the attached image is named"
     );
-    for _ in 0..200 {
-        if let Some(frame) = written(&k.log).into_iter().find(|f| input(f)) {
-            return frame;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
-    panic!("the adapter never wrote the turn: {:?}", written(&k.log));
+    // The fake took the turn (it exits at a frame its recording does not expect) and replied.
+    k.c.recv_until(|f| {
+        f["session"] == k.session.as_str()
+            && (f["type"] == "approval_request"
+                || (f["type"] == "status" && f["message"] == "ready"))
+    })
+    .await
+    .unwrap();
+    written(&k.log)
+        .into_iter()
+        .find(|f| input(f))
+        .unwrap_or_else(|| panic!("the adapter never wrote the turn: {:?}", written(&k.log)))
 }
 
 #[tokio::test]
@@ -135,11 +140,16 @@ async fn claude_code_gets_a_base64_image_block() {
     let user = send(&mut k, "RUN: echo hi", |f| f["type"] == "user").await;
     let blocks = user["message"]["content"].as_array().unwrap();
     assert_eq!(blocks[0], json!({"type":"text","text":"RUN: echo hi"}));
+    // The path goes with the image, so the transcript read back names it again.
     assert_eq!(
         blocks[1],
+        json!({"type":"text","text":format!("[image: {}]", k.image)})
+    );
+    assert_eq!(
+        blocks[2],
         json!({"type":"image","source":{"type":"base64","media_type":"image/png","data":b64(PNG)}})
     );
-    assert_eq!(blocks.len(), 2, "the outside image is not sent: {user}");
+    assert_eq!(blocks.len(), 3, "the outside image is not sent: {user}");
     drop(k.env);
 }
 

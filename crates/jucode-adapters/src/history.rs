@@ -277,16 +277,32 @@ fn user_text(line: &Value) -> Option<String> {
     let content = line.pointer("/message/content")?;
     let text = match content {
         Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
+        Value::Array(blocks) => text_blocks(blocks)
+            .filter(|t| crate::turns::image_note_path(t).is_none())
             .collect::<Vec<_>>()
             .join("\n"),
         _ => return None,
     };
     let trimmed = text.trim();
     (!trimmed.is_empty() && !trimmed.starts_with('<')).then(|| trimmed.to_string())
+}
+
+fn text_blocks(blocks: &[Value]) -> impl Iterator<Item = &str> {
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+}
+
+/// The images the adapter named (with their notes) in a Claude Code user message.
+fn user_images(line: &Value) -> Vec<String> {
+    match line.pointer("/message/content") {
+        Some(Value::Array(blocks)) => text_blocks(blocks)
+            .filter_map(crate::turns::image_note_path)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Where Claude Code saved conversation `session`, if it did.
@@ -315,7 +331,7 @@ pub fn claude_transcript(path: &Path) -> Vec<TranscriptItem> {
                 if let Some(text) = user_text(&line) {
                     items.push(TranscriptItem::User {
                         content: text,
-                        images: Vec::new(),
+                        images: user_images(&line),
                     });
                 }
                 for block in line
@@ -518,6 +534,30 @@ pub(crate) mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let text: Vec<String> = lines.iter().map(Value::to_string).collect();
         std::fs::write(path, text.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn a_claude_message_gets_its_images_back_from_their_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.jsonl");
+        write_lines(
+            &file,
+            &[
+                json!({"type":"user","isSidechain":false,"message":{"role":"user","content":[
+                    {"type":"text","text":"look"},
+                    {"type":"text","text":"[image: /u/.jucode/uploads/d/u-1-1-a.png]"},
+                    {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}},
+                    {"type":"text","text":"[image: not/absolute]"},
+                ]}}),
+            ],
+        );
+        assert_eq!(
+            claude_transcript(&file),
+            vec![TranscriptItem::User {
+                content: "look\n[image: not/absolute]".into(),
+                images: vec!["/u/.jucode/uploads/d/u-1-1-a.png".into()],
+            }]
+        );
     }
 
     #[test]

@@ -267,6 +267,19 @@ pub(crate) fn mode_of(op: &Object) -> Result<ApprovalMode, String> {
     })
 }
 
+/// The text block that names an attached image's path just before it, so that a transcript
+/// read back (Claude Code keeps only the image's bytes) can show the image again.
+pub(crate) fn image_note(path: &str) -> String {
+    format!("[image: {path}]")
+}
+
+/// The path an [`image_note`] names, if `text` is one.
+pub(crate) fn image_note_path(text: &str) -> Option<&str> {
+    text.strip_prefix("[image: ")
+        .and_then(|t| t.strip_suffix(']'))
+        .filter(|p| p.starts_with('/') && !p.contains('\n'))
+}
+
 /// The largest image sent inline; bigger files go as a path for the engine to read.
 pub(crate) const INLINE_IMAGE_MAX: u64 = 3_750_000;
 

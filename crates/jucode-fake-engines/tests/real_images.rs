@@ -28,6 +28,8 @@ const PNG: &[u8] = &[
 /// The same bytes as base64.
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4YaOBFTEMLQkAdntLARs7+acAAAAASUVORK5CYII=";
 
+const SESSION: &str = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d";
+
 /// Every string in `v`, depth first.
 fn strings(v: &Value, out: &mut Vec<String>) {
     match v {
@@ -81,6 +83,17 @@ async fn claude_code_sends_the_image_to_the_model() {
     assert_eq!(image_blocks.len(), 1, "{}", request.body["messages"]);
     assert_eq!(image_blocks[0]["source"]["media_type"], "image/png");
     assert_eq!(image_blocks[0]["source"]["data"], PNG_B64);
+    assert_eq!(close(h).await, None);
+
+    // Resumed in a new process, the conversation read back from Claude Code's transcript names
+    // the image again (its note), so a reopened session still shows it.
+    let options = manual(&claude_cli().bin, world.anthropic_env());
+    let mut h = start(&engine, SESSION, &world.cwd, options, true);
+    let transcript = until(&mut h, "transcript").await.pop().unwrap();
+    let first = &transcript["items"][0];
+    assert_eq!(first["role"], "user", "{transcript}");
+    assert_eq!(first["content"], "what is in this picture?");
+    assert_eq!(first["images"], json!([image]));
     assert_eq!(close(h).await, None);
 }
 

@@ -159,7 +159,11 @@ impl Claude {
         let mut notes = Vec::new();
         let mut refused = Vec::new();
         for path in &message.images {
-            match load_image(path, &self.image_roots) {
+            let loaded = load_image(path, &self.image_roots);
+            if loaded.is_ok() {
+                blocks.push(json!({"type": "text", "text": image_note(path)}));
+            }
+            match loaded {
                 Ok(Image::Inline { media_type, data }) => blocks.push(json!({
                     "type": "image",
                     "source": {"type": "base64", "media_type": media_type, "data": data},
