@@ -318,6 +318,22 @@ pub fn claude_transcript_path(config_dir: &Path, session: &str) -> Option<PathBu
         .find(|p| p.is_file())
 }
 
+/// Codex saves an attached image between `<image name=[Image #1] path="…">` and `</image>`
+/// text parts: `Some(path)` for the opening one (the path it names), `Some(None)` for the
+/// closing one, `None` for any other text.
+fn codex_image_tag(text: &str) -> Option<Option<&str>> {
+    if text == "</image>" {
+        return Some(None);
+    }
+    let rest = text.strip_prefix("<image ")?.strip_suffix('>')?;
+    let path = rest
+        .find("path=\"")
+        .map(|i| &rest[i + 6..])
+        .and_then(|p| p.strip_suffix('"'))
+        .filter(|p| p.starts_with('/'));
+    Some(path)
+}
+
 /// The conversation in a Claude Code transcript as serve-v2 transcript items.
 pub fn claude_transcript(path: &Path) -> Vec<TranscriptItem> {
     let mut items = Vec::new();
@@ -481,12 +497,20 @@ pub fn codex_transcript(path: &Path) -> Vec<TranscriptItem> {
         let payload = &line["payload"];
         match payload.get("type").and_then(Value::as_str).unwrap_or("") {
             "message" => {
+                let mut images = Vec::new();
                 let text: String = payload
                     .get("content")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                     .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .filter(|t| match codex_image_tag(t) {
+                        Some(path) => {
+                            images.extend(path.map(str::to_string));
+                            false
+                        }
+                        None => true,
+                    })
                     .collect::<Vec<_>>()
                     .join("\n");
                 match payload.get("role").and_then(Value::as_str) {
@@ -494,7 +518,7 @@ pub fn codex_transcript(path: &Path) -> Vec<TranscriptItem> {
                     Some("user") if !text.trim_start().starts_with('<') => {
                         items.push(TranscriptItem::User {
                             content: text,
-                            images: Vec::new(),
+                            images,
                         })
                     }
                     Some("assistant") => items.push(TranscriptItem::Assistant { content: text }),
@@ -534,6 +558,32 @@ pub(crate) mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let text: Vec<String> = lines.iter().map(Value::to_string).collect();
         std::fs::write(path, text.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn a_codex_message_gets_its_images_back_from_their_tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rollout.jsonl");
+        write_lines(
+            &file,
+            &[
+                json!({"type":"response_item","payload":{"type":"message","role":"user","content":[
+                    {"type":"input_text","text":"what is in this picture?"},
+                    {"type":"input_text","text":"<image name=[Image #1] path=\"/w/shot.png\">"},
+                    {"type":"input_image","image_url":"data:image/png;base64,iVBO"},
+                    {"type":"input_text","text":"</image>"},
+                ]}}),
+            ],
+        );
+        assert_eq!(
+            codex_transcript(&file),
+            vec![TranscriptItem::User {
+                content: "what is in this picture?".into(),
+                images: vec!["/w/shot.png".into()],
+            }]
+        );
+        assert_eq!(codex_image_tag("<image name=x>"), Some(None));
+        assert_eq!(codex_image_tag("<environment_context>"), None);
     }
 
     #[test]

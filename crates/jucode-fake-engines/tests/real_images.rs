@@ -1,7 +1,8 @@
 //! Images attached to a user message reach the model through the real Claude Code and Codex
 //! CLIs (the pinned versions) behind their adapters, with the fake model server on loopback:
 //! Claude Code sends the adapter's base64 image block on to the Messages API, Codex reads the
-//! `localImage` file and sends it as an `input_image` data URL.
+//! `localImage` file and sends it as an `input_image` data URL; and a resumed conversation's
+//! transcript, read back from what each CLI saved, names the image again.
 //!
 //! Slow and needing the real CLIs, so ignored. Install them, then run:
 //!   bash scripts/install-engines.sh
@@ -29,6 +30,7 @@ const PNG: &[u8] = &[
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAEUlEQVR4nGM4YaOBFTEMLQkAdntLARs7+acAAAAASUVORK5CYII=";
 
 const SESSION: &str = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d";
+const CODEX_SESSION: &str = "6b5c4d3e-2f1a-4b0c-9d8e-7f6a5b4c3d2e";
 
 /// Every string in `v`, depth first.
 fn strings(v: &Value, out: &mut Vec<String>) {
@@ -146,5 +148,15 @@ apps = false
         "no image in the request's input: {}",
         request.body["input"]
     );
+    assert_eq!(close(h).await, None);
+
+    // Resumed, the conversation read back from Codex's rollout names the image again.
+    let options = manual(&codex_cli().bin, world.codex_env(&config));
+    let mut h = start(&engine, CODEX_SESSION, &world.cwd, options, true);
+    let transcript = until(&mut h, "transcript").await.pop().unwrap();
+    let first = &transcript["items"][0];
+    assert_eq!(first["role"], "user", "{transcript}");
+    assert_eq!(first["content"], "what is in this picture?");
+    assert_eq!(first["images"], json!([image]));
     assert_eq!(close(h).await, None);
 }
