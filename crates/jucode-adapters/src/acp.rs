@@ -247,8 +247,10 @@ impl Acp {
         };
         let mut prompt = vec![json!({"type": "text", "text": message.content})];
         let mut notes = Vec::new();
+        let mut refused = Vec::new();
         for path in &message.images {
             if !self.image_prompts {
+                refused.push(path.clone());
                 notes.push(info(format!(
                     "image not attached: {path}: the agent takes no images"
                 )));
@@ -262,11 +264,14 @@ impl Acp {
                     "type": "resource_link", "uri": format!("file://{}", p.display()),
                     "name": p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default(),
                 })),
-                Err(e) => notes.push(info(format!("image not attached: {e}"))),
+                Err(e) => {
+                    refused.push(path.clone());
+                    notes.push(info(format!("image not attached: {e}")))
+                }
             }
         }
         if !self.emit_all(notes).await
-            || !self.emit(message.event()).await
+            || !self.emit(message.event_without(&refused)).await
             || !self.emit(event("connecting", json!({}))).await
         {
             return false;

@@ -277,16 +277,32 @@ fn user_text(line: &Value) -> Option<String> {
     let content = line.pointer("/message/content")?;
     let text = match content {
         Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
+        Value::Array(blocks) => text_blocks(blocks)
+            .filter(|t| crate::turns::image_note_path(t).is_none())
             .collect::<Vec<_>>()
             .join("\n"),
         _ => return None,
     };
     let trimmed = text.trim();
     (!trimmed.is_empty() && !trimmed.starts_with('<')).then(|| trimmed.to_string())
+}
+
+fn text_blocks(blocks: &[Value]) -> impl Iterator<Item = &str> {
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+}
+
+/// The images the adapter named (with their notes) in a Claude Code user message.
+fn user_images(line: &Value) -> Vec<String> {
+    match line.pointer("/message/content") {
+        Some(Value::Array(blocks)) => text_blocks(blocks)
+            .filter_map(crate::turns::image_note_path)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Where Claude Code saved conversation `session`, if it did.
@@ -302,6 +318,22 @@ pub fn claude_transcript_path(config_dir: &Path, session: &str) -> Option<PathBu
         .find(|p| p.is_file())
 }
 
+/// Codex saves an attached image between `<image name=[Image #1] path="…">` and `</image>`
+/// text parts: `Some(path)` for the opening one (the path it names), `Some(None)` for the
+/// closing one, `None` for any other text.
+fn codex_image_tag(text: &str) -> Option<Option<&str>> {
+    if text == "</image>" {
+        return Some(None);
+    }
+    let rest = text.strip_prefix("<image ")?.strip_suffix('>')?;
+    let path = rest
+        .find("path=\"")
+        .map(|i| &rest[i + 6..])
+        .and_then(|p| p.strip_suffix('"'))
+        .filter(|p| p.starts_with('/'));
+    Some(path)
+}
+
 /// The conversation in a Claude Code transcript as serve-v2 transcript items.
 pub fn claude_transcript(path: &Path) -> Vec<TranscriptItem> {
     let mut items = Vec::new();
@@ -315,7 +347,7 @@ pub fn claude_transcript(path: &Path) -> Vec<TranscriptItem> {
                 if let Some(text) = user_text(&line) {
                     items.push(TranscriptItem::User {
                         content: text,
-                        images: Vec::new(),
+                        images: user_images(&line),
                     });
                 }
                 for block in line
@@ -465,12 +497,20 @@ pub fn codex_transcript(path: &Path) -> Vec<TranscriptItem> {
         let payload = &line["payload"];
         match payload.get("type").and_then(Value::as_str).unwrap_or("") {
             "message" => {
+                let mut images = Vec::new();
                 let text: String = payload
                     .get("content")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                     .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .filter(|t| match codex_image_tag(t) {
+                        Some(path) => {
+                            images.extend(path.map(str::to_string));
+                            false
+                        }
+                        None => true,
+                    })
                     .collect::<Vec<_>>()
                     .join("\n");
                 match payload.get("role").and_then(Value::as_str) {
@@ -478,7 +518,7 @@ pub fn codex_transcript(path: &Path) -> Vec<TranscriptItem> {
                     Some("user") if !text.trim_start().starts_with('<') => {
                         items.push(TranscriptItem::User {
                             content: text,
-                            images: Vec::new(),
+                            images,
                         })
                     }
                     Some("assistant") => items.push(TranscriptItem::Assistant { content: text }),
@@ -518,6 +558,56 @@ pub(crate) mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let text: Vec<String> = lines.iter().map(Value::to_string).collect();
         std::fs::write(path, text.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn a_codex_message_gets_its_images_back_from_their_tags() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rollout.jsonl");
+        write_lines(
+            &file,
+            &[
+                json!({"type":"response_item","payload":{"type":"message","role":"user","content":[
+                    {"type":"input_text","text":"what is in this picture?"},
+                    {"type":"input_text","text":"<image name=[Image #1] path=\"/w/shot.png\">"},
+                    {"type":"input_image","image_url":"data:image/png;base64,iVBO"},
+                    {"type":"input_text","text":"</image>"},
+                ]}}),
+            ],
+        );
+        assert_eq!(
+            codex_transcript(&file),
+            vec![TranscriptItem::User {
+                content: "what is in this picture?".into(),
+                images: vec!["/w/shot.png".into()],
+            }]
+        );
+        assert_eq!(codex_image_tag("<image name=x>"), Some(None));
+        assert_eq!(codex_image_tag("<environment_context>"), None);
+    }
+
+    #[test]
+    fn a_claude_message_gets_its_images_back_from_their_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.jsonl");
+        write_lines(
+            &file,
+            &[
+                json!({"type":"user","isSidechain":false,"message":{"role":"user","content":[
+                    {"type":"text","text":"look"},
+                    {"type":"text","text":"[image: /u/.jucode/uploads/d/u-1-1-a.png]"},
+                    {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}},
+                    {"type":"text","text":"[image: not/absolute]"},
+                ]}}),
+            ],
+        );
+        assert_eq!(
+            claude_transcript(&file),
+            vec![TranscriptItem::User {
+                content: "look\n[image: not/absolute]".into(),
+                images: vec!["/u/.jucode/uploads/d/u-1-1-a.png".into()],
+            }]
+        );
     }
 
     #[test]

@@ -81,6 +81,21 @@ impl Message {
         Ok(Message { content, images })
     }
 
+    /// The echo of a message whose `refused` images were not attached: they are left out, so
+    /// the session's `user_message` names only images the engine got.
+    pub(crate) fn event_without(&self, refused: &[String]) -> Event {
+        Message {
+            content: self.content.clone(),
+            images: self
+                .images
+                .iter()
+                .filter(|p| !refused.contains(p))
+                .cloned()
+                .collect(),
+        }
+        .event()
+    }
+
     pub(crate) fn event(&self) -> Event {
         if self.images.is_empty() {
             event("user_message", json!({ "content": self.content }))
@@ -250,6 +265,19 @@ pub(crate) fn mode_of(op: &Object) -> Result<ApprovalMode, String> {
             "unknown approval mode `{name}` (expected manual, plan, auto, auto-edit or full-access)"
         )
     })
+}
+
+/// The text block that names an attached image's path just before it, so that a transcript
+/// read back (Claude Code keeps only the image's bytes) can show the image again.
+pub(crate) fn image_note(path: &str) -> String {
+    format!("[image: {path}]")
+}
+
+/// The path an [`image_note`] names, if `text` is one.
+pub(crate) fn image_note_path(text: &str) -> Option<&str> {
+    text.strip_prefix("[image: ")
+        .and_then(|t| t.strip_suffix(']'))
+        .filter(|p| p.starts_with('/') && !p.contains('\n'))
 }
 
 /// The largest image sent inline; bigger files go as a path for the engine to read.

@@ -35,6 +35,7 @@ mod schedules;
 mod sessions;
 mod tasks;
 mod timers;
+mod uploads;
 mod usage;
 mod util;
 mod workspaces;
@@ -108,6 +109,8 @@ pub struct Hub {
     inner: Mutex<Inner>,
     background: tasks::Background,
     restart: restart::Restart,
+    /// Uploads between their first and last chunk: their own lock, never held with the hub's.
+    uploads: uploads::Uploads,
 }
 
 struct Inner {
@@ -149,12 +152,20 @@ impl Hub {
         });
         let schedules = schedules::Schedules::open(&agents, &messages);
         let usage = usage::open(&store)?;
+        let purged = uploads::purge(
+            &config.home.join("uploads"),
+            config.clock.now().to_zoned(jiff::tz::TimeZone::UTC).date(),
+        );
+        if purged > 0 {
+            tracing::info!(purged, "removed leftover and expired uploads");
+        }
         let hub = Arc::new(Hub {
             config,
             token,
             agent_caps: Default::default(),
             background: tasks::Background::default(),
             restart: restart::Restart::default(),
+            uploads: Default::default(),
             inner: Mutex::new(Inner {
                 store,
                 clients: clients::Clients::default(),

@@ -1,13 +1,16 @@
 // The message box: Enter sends (Shift+Enter for a new line), a "/" at the start offers the
 // engine's slash commands, and while a turn runs: Stop, and Steer when something is queued.
+// Files and photos are attached with the pickers, by pasting or by dropping (uploads/).
 import { useState } from "preact/hooks";
 import { matchCommands, type Command } from "./model";
+import { AttachButtons, Tray, useAttachments } from "../uploads/tray";
+import type { Uploaded } from "../uploads/model";
 
 interface Props {
   commands: Command[];
   busy: boolean;
   canSteer: boolean;
-  onSend: (text: string) => Promise<boolean>;
+  onSend: (text: string, files: Uploaded[]) => Promise<boolean>;
   onInterrupt: () => void;
   onSteer: () => void;
 }
@@ -19,6 +22,9 @@ export function Composer({ commands, busy, canSteer, onSend, onInterrupt, onStee
   const matches = dismissed === draft ? [] : matchCommands(commands, draft);
   const open = matches.length > 0;
   const sel = Math.min(active, matches.length - 1);
+  const att = useAttachments();
+  const [dropping, setDropping] = useState(false);
+  const canSend = (draft.trim() !== "" || att.uploaded.length > 0) && !att.busy && !att.failed;
 
   const pick = (c: Command) => {
     setDraft(c.command + (c.args ? " " : ""));
@@ -28,19 +34,37 @@ export function Composer({ commands, busy, canSteer, onSend, onInterrupt, onStee
   };
   const submit = async () => {
     const text = draft;
-    if (!text.trim()) return;
+    if (!canSend) return;
+    const files = att.uploaded;
     setDraft("");
-    if (!(await onSend(text))) setDraft(text);
+    if (await onSend(text, files)) att.clear();
+    else setDraft(text);
   };
 
   return (
+    <>
+    <Tray a={att} />
     <form
-      class="composer"
+      class={dropping ? "composer dropping" : "composer"}
       onSubmit={(e) => {
         e.preventDefault();
         void submit();
       }}
+      onDragOver={(e) => {
+        if (!e.dataTransfer?.types.includes("Files")) return;
+        e.preventDefault();
+        setDropping(true);
+      }}
+      onDragLeave={() => setDropping(false)}
+      onDrop={(e) => {
+        const files = [...(e.dataTransfer?.files ?? [])];
+        setDropping(false);
+        if (!files.length) return;
+        e.preventDefault();
+        att.add(files);
+      }}
     >
+      <AttachButtons onFiles={att.add} />
       {open && (
         <ul class="cmds" role="listbox" id="composer-cmds" aria-label="Slash commands">
           {matches.map((c, i) => (
@@ -72,6 +96,12 @@ export function Composer({ commands, busy, canSteer, onSend, onInterrupt, onStee
         aria-controls={open ? "composer-cmds" : undefined}
         aria-autocomplete="list"
         aria-activedescendant={open ? `cmd-${sel}` : undefined}
+        onPaste={(e) => {
+          const files = [...(e.clipboardData?.files ?? [])];
+          if (!files.length) return;
+          e.preventDefault();
+          att.add(files);
+        }}
         onInput={(e) => {
           setDraft(e.currentTarget.value);
           setActive(0);
@@ -112,10 +142,11 @@ export function Composer({ commands, busy, canSteer, onSend, onInterrupt, onStee
             Steer
           </button>
         )}
-        <button type="submit" disabled={!draft.trim()}>
-          Send
+        <button type="submit" disabled={!canSend}>
+          {att.busy ? "Uploading…" : "Send"}
         </button>
       </div>
     </form>
+    </>
   );
 }

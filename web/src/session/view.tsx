@@ -9,6 +9,7 @@ import { emptyState, reduce, type Approval, type Item, type SessionState } from 
 import { DiffLines, Row, type RowUi } from "./items";
 import { VList } from "./vlist";
 import { Composer } from "./composer";
+import { messageFields, type Uploaded } from "../uploads/model";
 import { SessionList, sessionTitle } from "../sessions/view";
 import "./session.css";
 
@@ -204,11 +205,12 @@ export function SessionView({ id }: { id: string }) {
     [flipped, whole],
   );
 
-  const send = async (text: string): Promise<boolean> => {
+  const send = async (text: string, files: Uploaded[] = []): Promise<boolean> => {
     if (!meta?.open && !(await openIt())) return false;
     const t = text.trim();
-    if (t.startsWith("/")) return post("command", { session: id, input: t });
+    if (t.startsWith("/") && !files.length) return post("command", { session: id, input: t });
     control.current.toBottom?.();
+    if (files.length) return post("user_message", { session: id, ...messageFields(text, files) });
     return post("user_message", { session: id, content: text });
   };
 

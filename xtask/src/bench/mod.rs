@@ -8,6 +8,7 @@ mod page;
 mod paths;
 mod seat;
 mod timers;
+mod upload;
 mod usage;
 
 use std::time::Duration;
@@ -39,6 +40,8 @@ struct Sizes {
     messages: usize,
     /// Turns in the usage ledger.
     usage_turns: usize,
+    /// Bytes of the uploaded file.
+    upload_bytes: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -58,6 +61,7 @@ const FULL: Sizes = Sizes {
     },
     messages: 300,
     usage_turns: 1_000_000,
+    upload_bytes: 100 * 1024 * 1024,
 };
 
 const QUICK: Sizes = Sizes {
@@ -77,6 +81,7 @@ const QUICK: Sizes = Sizes {
     },
     messages: 30,
     usage_turns: 50_000,
+    upload_bytes: 16 * 1024 * 1024,
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -278,6 +283,24 @@ async fn run_all(options: Options) -> Result<bool> {
         millis(u.daemon),
         millis(u.reference),
         u.daemon.as_secs_f64() / u.reference.as_secs_f64().max(1e-9)
+    );
+    println!();
+    let up = upload::run(&bins, sizes.upload_bytes)
+        .await
+        .context("upload bench")?;
+    println!(
+        "upload{mode}: {} MiB in 4 MiB chunks, median of 3; reference: base64 decode + write + fsync + rename; goal: ratio at least 0.6",
+        up.bytes / (1024 * 1024)
+    );
+    println!(
+        "{:>16}  {:>16}  {:>6}",
+        "daemon MB/s", "reference MB/s", "ratio"
+    );
+    println!(
+        "{:>16.1}  {:>16.1}  {:>6.2}",
+        up.daemon / 1e6,
+        up.reference / 1e6,
+        up.daemon / up.reference.max(1e-9)
     );
     println!();
     let p = page::run(&bins)

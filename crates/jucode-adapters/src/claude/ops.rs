@@ -157,8 +157,13 @@ impl Claude {
     async fn start_turn(&mut self, message: Message) -> bool {
         let mut blocks = vec![json!({"type": "text", "text": message.content})];
         let mut notes = Vec::new();
+        let mut refused = Vec::new();
         for path in &message.images {
-            match load_image(path, &self.image_roots) {
+            let loaded = load_image(path, &self.image_roots);
+            if loaded.is_ok() {
+                blocks.push(json!({"type": "text", "text": image_note(path)}));
+            }
+            match loaded {
                 Ok(Image::Inline { media_type, data }) => blocks.push(json!({
                     "type": "image",
                     "source": {"type": "base64", "media_type": media_type, "data": data},
@@ -167,7 +172,10 @@ impl Claude {
                     "type": "text",
                     "text": format!("[Image too large to attach: {} — read it with the Read tool]", p.display()),
                 })),
-                Err(e) => notes.push(info(format!("image not attached: {e}"))),
+                Err(e) => {
+                    refused.push(path.clone());
+                    notes.push(info(format!("image not attached: {e}")))
+                }
             }
         }
         let content = if blocks.len() == 1 {
@@ -175,7 +183,7 @@ impl Claude {
         } else {
             Value::Array(blocks)
         };
-        if !self.emit_all(notes).await || !self.emit(message.event()).await {
+        if !self.emit_all(notes).await || !self.emit(message.event_without(&refused)).await {
             return false;
         }
         self.busy = true;

@@ -103,27 +103,32 @@ impl Codex {
         self.start_turn(message).await
     }
 
-    fn input_items(&self, message: &Message) -> (Vec<Value>, Vec<Event>) {
+    /// The turn's input items, the notes on images left out, and the echo naming the rest.
+    fn input_items(&self, message: &Message) -> (Vec<Value>, Vec<Event>, Event) {
         let mut items = vec![json!({"type": "text", "text": message.content, "text_elements": []})];
         let mut notes = Vec::new();
+        let mut refused = Vec::new();
         for path in &message.images {
             match inside(std::path::Path::new(path), &self.image_roots) {
                 Some(p) => items.push(json!({"type": "localImage", "path": p})),
-                None => notes.push(info(format!(
-                    "image not attached: {path}: images must be files in the session's directories or uploads"
-                ))),
+                None => {
+                    refused.push(path.clone());
+                    notes.push(info(format!(
+                        "image not attached: {path}: images must be files in the session's directories or uploads"
+                    )))
+                }
             }
         }
-        (items, notes)
+        (items, notes, message.event_without(&refused))
     }
 
     pub(super) async fn start_turn(&mut self, message: Message) -> bool {
         let Some(thread) = self.thread.clone() else {
             return true;
         };
-        let (items, notes) = self.input_items(&message);
+        let (items, notes, echo) = self.input_items(&message);
         if !self.emit_all(notes).await
-            || !self.emit(message.event()).await
+            || !self.emit(echo).await
             || !self.emit(event("connecting", json!({}))).await
         {
             return false;
@@ -162,10 +167,10 @@ impl Codex {
         let mut input = Vec::new();
         let mut events = vec![status("steering"), self.queue.pending_event()];
         for message in &messages {
-            let (items, notes) = self.input_items(message);
+            let (items, notes, echo) = self.input_items(message);
             input.extend(items);
             events.extend(notes);
-            events.push(message.event());
+            events.push(echo);
         }
         let params = json!({"threadId": thread, "input": input, "expectedTurnId": turn});
         self.emit_all(events).await

@@ -10,7 +10,7 @@ use jucode_protocol::daemon::files::FS_IMAGE_MAX_BYTES;
 use super::{FilesError, Rule, Scope};
 
 /// The image's media type from its first bytes (the name says nothing a client cannot fake).
-fn image_type(head: &[u8]) -> Option<&'static str> {
+pub(crate) fn image_type(head: &[u8]) -> Option<&'static str> {
     if head.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some("image/png")
     } else if head.starts_with(&[0xff, 0xd8, 0xff]) {

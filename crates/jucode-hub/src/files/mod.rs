@@ -28,6 +28,7 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::paths::PathError;
 use crate::{Hub, Inner, to_value};
+pub(crate) use image::image_type;
 pub(crate) use rule::{Rule, Scope};
 
 /// Why a file, folder or repository cannot be read.

@@ -58,6 +58,17 @@ pub const CRON_CHARS: usize = 200;
 /// One MCP server entry (`mcp_set`), as JSON.
 pub const MCP_SERVER_BYTES: usize = 64 * 1024;
 
+/// The most an `upload` chunk may hold, decoded.
+pub const UPLOAD_CHUNK_BYTES: u64 = 4 * 1024 * 1024;
+/// The most one uploaded file may hold.
+pub const UPLOAD_FILE_BYTES: u64 = 100 * 1024 * 1024;
+/// The `name` a client gives an upload, as sent (before it is cleaned).
+pub const UPLOAD_NAME_BYTES: usize = 1024;
+/// The longest name an uploaded file keeps once cleaned (the extension is kept).
+pub const UPLOAD_KEPT_NAME_BYTES: usize = 120;
+/// How many days an uploaded file is kept: older ones are removed when the daemon starts.
+pub const UPLOAD_KEEP_DAYS: i64 = 30;
+
 /// A field over its limit.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field} is longer than {max} {unit}")]

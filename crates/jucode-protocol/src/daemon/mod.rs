@@ -22,6 +22,7 @@ pub mod reports;
 pub mod schedules;
 pub mod sessions;
 pub mod timers;
+pub mod uploads;
 pub mod usage;
 pub mod workspaces;
 
@@ -45,6 +46,7 @@ pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
 pub use timers::{TimerInfo, TimersOp};
+pub use uploads::UploadsOp;
 pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
 
@@ -167,6 +169,7 @@ pub enum DaemonOp {
     Usage(UsageOp),
     Files(FilesOp),
     Git(GitOp),
+    Uploads(UploadsOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -208,6 +211,7 @@ impl DaemonOp {
             Area::Usage => read(fields).map(DaemonOp::Usage),
             Area::Files => read(fields).map(DaemonOp::Files),
             Area::Git => read(fields).map(DaemonOp::Git),
+            Area::Uploads => read(fields).map(DaemonOp::Uploads),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -229,6 +233,7 @@ impl DaemonOp {
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
             DaemonOp::Git(op) => op.check_limits(),
+            DaemonOp::Uploads(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -468,6 +473,20 @@ pub enum DaemonEvent {
         agent: String,
         from: String,
         session: String,
+    },
+    /// `upload`: a chunk is written to the file's `.part`; `size` is what it holds now.
+    UploadPart {
+        upload: String,
+        size: u64,
+    },
+    /// `upload` with `last`: the file is complete and fsynced at `path` (absolute), under the
+    /// cleaned `name`; `image` when its bytes are a png, jpeg, gif or webp.
+    Uploaded {
+        upload: String,
+        path: String,
+        name: String,
+        size: u64,
+        image: bool,
     },
 }
 

@@ -183,7 +183,7 @@ pub static OPS: &[OpSpec] = &[
     op("requirement_confirm", Requirements, false),
     op("requirement_reply", Requirements, false),
     op("requirement_proposal", Requirements, false),
-    op("upload", Uploads, false),
+    op("upload", Uploads, true),
     device("push_subscribe", Push, NOTIFY),
     device("push_unsubscribe", Push, NOTIFY),
     device("push_test", Push, NOTIFY),

@@ -137,6 +137,7 @@ fn the_table_and_the_typed_ops_agree() {
         "fs_read": {"path": "/tmp/a.txt"},
         "git_status": {"path": "/tmp"},
         "git_diff": {"path": "/tmp", "file": "a.txt"},
+        "upload": {"name": "a.txt", "data": "", "last": true},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -172,6 +173,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Usage(_) => Area::Usage,
             DaemonOp::Files(_) => Area::Files,
             DaemonOp::Git(_) => Area::Git,
+            DaemonOp::Uploads(_) => Area::Uploads,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }

@@ -69,6 +69,11 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
             .keys()
             .cloned(),
     );
+    typed.extend(
+        variants::<crate::daemon::UploadsOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
     typed.extend(variants::<MessagesOp>(&mut generator, "op").keys().cloned());
     typed.extend(
         variants::<SchedulesOp>(&mut generator, "op")
