@@ -235,10 +235,6 @@ async fn a_message_the_cli_saved_before_a_kill_is_received_once(cli: Cli) {
 async fn a_message_queued_in_the_adapter_at_a_kill_goes_again_once(cli: Cli) {
     let env = TestHome::new();
     let (first, second, session) = kill_with_one_queued(&env, cli).await;
-    if false {
-        let env = TestHome::new();
-    }
-
     let d = daemon(&env, cli, false).await;
     let mut c = d.client().await.unwrap();
     let echo = c

@@ -493,7 +493,11 @@ impl Engine {
         let (name, args) = call.split_once(' ').unwrap_or((call, "{}"));
         let args: Value = match serde_json::from_str(args) {
             Ok(args) => args,
-            Err(e) => return self.reply(&format!("tool: arguments are not JSON: {e}")).await,
+            Err(e) => {
+                return self
+                    .reply(&format!("tool: arguments are not JSON: {e}"))
+                    .await;
+            }
         };
         self.call_seq += 1;
         let call_id = format!("call_{}", self.call_seq);
@@ -503,9 +507,11 @@ impl Engine {
             Ok(called) => (called.text, called.is_error),
             Err(e) => (format!("{e:#}"), true),
         };
-        self.emit(json!({"type": "tool_output", "call_id": call_id, "name": name,
-                         "output": output, "is_error": is_error}))
-            .await?;
+        self.emit(
+            json!({"type": "tool_output", "call_id": call_id, "name": name,
+                         "output": output, "is_error": is_error}),
+        )
+        .await?;
         self.reply(&format!("tool said: {output}")).await
     }
 
