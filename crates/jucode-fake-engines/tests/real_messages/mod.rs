@@ -1,8 +1,9 @@
-//! Exactly once across a SIGKILL with the real Claude Code: an agent's session on the real CLI
-//! is in a turn that never ends (`HANG:`), a second message waits in the adapter's queue, and
-//! the daemon is killed. At the next start the daemon reads Claude Code's own session JSONL,
-//! finds the second message absent and sends it again, once and unannounced, to the same
-//! session, which the CLI resumes (`--resume`) on the conversation it saved.
+//! Exactly once across a SIGKILL with the real Claude Code and Codex: an agent's session on the
+//! real CLI is in a turn that never ends (`HANG:`), a second message waits in the adapter's
+//! queue, and the daemon is killed. At the next start the daemon reads the CLI's own saved
+//! conversation (Claude Code's session JSONL, Codex's rollout), finds the second message absent
+//! and sends it again, once and unannounced, to the same session, which the CLI resumes on the
+//! conversation it saved.
 
 use std::path::Path;
 
@@ -15,12 +16,22 @@ fn daemon_home(world: &World) -> std::path::PathBuf {
     world.dir.path().join("jucode")
 }
 
-/// The daemon with Claude Code on the fake model for every session, options or not (a
-/// delivery starts and reopens agent sessions without any).
-async fn daemon(world: &World, cli: &Cli) -> Daemon {
+#[derive(Clone, Copy, PartialEq)]
+enum Engine {
+    Claude,
+    Codex,
+}
+
+/// The daemon with the CLI on the fake model for every session, options or not (a delivery
+/// starts and reopens agent sessions without any).
+async fn daemon(world: &World, engine: Engine, cli: &Cli) -> Daemon {
     jucode_testsupport::build_bin("jucode-daemon", "jucode-daemon").unwrap();
-    let mut b = Daemon::builder(&daemon_home(world)).env("CLAUDE_BIN", &cli.bin);
-    for (name, value) in world.anthropic_env().as_object().unwrap() {
+    let (var, env) = match engine {
+        Engine::Claude => ("CLAUDE_BIN", world.anthropic_env()),
+        Engine::Codex => ("CODEX_BIN", world.codex_env(&crate::codex_config(world))),
+    };
+    let mut b = Daemon::builder(&daemon_home(world)).env(var, &cli.bin);
+    for (name, value) in env.as_object().unwrap() {
         // HOME stays the daemon's own (the builder sets it); the CLI's config dir is named.
         if name != "HOME" {
             b = b.env(name, value.as_str().unwrap());
@@ -48,10 +59,25 @@ fn kinds_of(world: &World, id: &str) -> Vec<String> {
         .collect()
 }
 
-/// The user texts of the session's JSONL, as the daemon reads them.
-fn saved_users(world: &World, session: &str) -> Vec<String> {
-    let path = jucode_adapters::history::claude_transcript_path(&world.claude_config(), session);
-    path.map(|p| jucode_adapters::history::claude_transcript(&p))
+/// The user texts of the session's saved conversation, as the daemon reads them.
+fn saved_users(world: &World, engine: Engine, session: &str) -> Vec<String> {
+    use jucode_adapters::history;
+    let items = match engine {
+        Engine::Claude => history::claude_transcript_path(&world.claude_config(), session)
+            .map(|p| history::claude_transcript(&p)),
+        Engine::Codex => {
+            // The session's thread, from the adapter's map.
+            let map = daemon_home(world).join("daemon/codex-threads.json");
+            let map: Value = std::fs::read_to_string(map)
+                .ok()
+                .and_then(|t| serde_json::from_str(&t).ok())
+                .unwrap_or_default();
+            let thread = map["sessions"][session].as_str().unwrap_or(session);
+            history::codex_rollout_path(&world.home.join(".codex"), thread)
+                .map(|p| history::codex_transcript(&p))
+        }
+    };
+    items
         .unwrap_or_default()
         .into_iter()
         .filter_map(|item| match item {
@@ -87,14 +113,28 @@ fn kill_orphans(cwd: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the real Claude Code: bash scripts/install-engines.sh"]
 async fn claude_a_message_queued_at_a_kill_is_sent_again_once() {
-    let cli = claude_cli();
+    queued_at_a_kill(Engine::Claude, claude_cli()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the real Codex: bash scripts/install-engines.sh"]
+async fn codex_a_message_queued_at_a_kill_is_sent_again_once() {
+    queued_at_a_kill(Engine::Codex, codex_cli()).await;
+}
+
+async fn queued_at_a_kill(engine: Engine, cli: Cli) {
     let world = World::new().await;
     let agent = daemon_home(&world).join("agents/scout");
     std::fs::create_dir_all(&agent).unwrap();
-    let config = json!({"name": "Scout", "cwd": world.cwd, "engine": "claude"});
+    let name = if engine == Engine::Claude {
+        "claude"
+    } else {
+        "codex"
+    };
+    let config = json!({"name": "Scout", "cwd": world.cwd, "engine": name});
     std::fs::write(agent.join("agent.json"), config.to_string()).unwrap();
 
-    let mut d = daemon(&world, &cli).await;
+    let mut d = daemon(&world, engine, &cli).await;
     let mut c = d.client().await.unwrap();
     send(&mut c, "HANG: first").await;
     let delivered = c.recv_type("message_delivered", None).await.unwrap();
@@ -110,18 +150,18 @@ async fn claude_a_message_queued_at_a_kill_is_sent_again_once() {
     assert_eq!(kinds_of(&world, &second), ["message", "delivered"]);
     d.kill9_and_wait().await.unwrap();
     drop(c);
-    // Claude Code writes its JSONL a moment after the turn begins: the CLI left behind is let
+    // The CLIs write their file a moment after the turn begins: the one left behind is let
     // finish that write (bounded) before it goes.
     for _ in 0..200 {
-        if !saved_users(&world, &session).is_empty() {
+        if !saved_users(&world, engine, &session).is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     kill_orphans(&world.cwd);
-    assert_eq!(saved_users(&world, &session), ["HANG: first"]);
+    assert_eq!(saved_users(&world, engine, &session), ["HANG: first"]);
 
-    let mut d = daemon(&world, &cli).await;
+    let mut d = daemon(&world, engine, &cli).await;
     let mut c = d.client().await.unwrap();
     let echo = c
         .recv_until(|f| f["type"] == "user_message" || f["type"] == "message_delivered")
@@ -149,7 +189,7 @@ async fn claude_a_message_queued_at_a_kill_is_sent_again_once() {
         kinds_of(&world, &second),
         ["message", "delivered", "delivered", "received"]
     );
-    let users = saved_users(&world, &session);
+    let users = saved_users(&world, engine, &session);
     assert_eq!(
         users.iter().filter(|u| *u == "second").count(),
         1,
