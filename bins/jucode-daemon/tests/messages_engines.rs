@@ -2,7 +2,8 @@
 //! busy, the adapter held it queued) when the daemon is SIGKILLed: at the next start the
 //! daemon reads the engine's own saved conversation (Claude Code's session JSONL, Codex's
 //! rollout), finds it absent and sends it again, once, to the same session; it is announced
-//! once. The fake CLIs replay real recordings and save their conversation where and as the
+//! once. The same text typed into the session before a message of it is not taken for it.
+//! The fake CLIs replay real recordings and save their conversation where and as the
 //! real ones do (`FAKE_ENGINE_SAVE`).
 //!
 //! Build first: `cargo build -p jucode-daemon -p jucode-fake-engines`.
@@ -50,6 +51,39 @@ fn script(env: &TestHome, recording: &str, busy: bool) -> PathBuf {
     let path = env
         .root()
         .join(format!("{recording}.{}", if busy { "busy" } else { "all" }));
+    std::fs::write(&path, out.join("\n")).unwrap();
+    path
+}
+
+/// Claude Code's first recording played as one whole turn and then a second turn that never
+/// ends (as [`script`] with `busy`), in one process.
+fn claude_two_turns(env: &TestHome) -> PathBuf {
+    let whole = std::fs::read_to_string(script(
+        env,
+        "claude-code-2.1.332-interop-resume-first.jsonl",
+        false,
+    ))
+    .unwrap();
+    let steps: Vec<Value> = whole
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let user = steps
+        .iter()
+        .position(|s| s["dir"] == "in" && s["frame"]["type"] == "user")
+        .unwrap();
+    let mut out: Vec<String> = steps.iter().map(Value::to_string).collect();
+    for step in &steps[user..] {
+        let frame = &step["frame"];
+        if frame.get("total_cost_usd").is_some() {
+            break;
+        }
+        // The answer to `initialize` belongs to the first turn only.
+        if frame["type"] != "control_response" {
+            out.push(step.to_string());
+        }
+    }
+    let path = env.root().join("claude-two-turns.jsonl");
     std::fs::write(&path, out.join("\n")).unwrap();
     path
 }
@@ -275,4 +309,73 @@ async fn codex_a_message_saved_before_a_kill_is_received_and_not_sent_again() {
 #[tokio::test]
 async fn codex_a_message_queued_at_a_kill_is_found_absent_and_sent_again_once() {
     a_message_queued_in_the_adapter_at_a_kill_goes_again_once(Cli::Codex).await;
+}
+
+/// The same text typed into the agent's session before a `message_send` of it, on Claude Code:
+/// the typed copy is in the session JSONL, the message (queued at the kill) is not. It is sent
+/// again: the copy from before its hand-over is not taken for it.
+#[tokio::test]
+async fn claude_code_a_same_text_typed_before_the_hand_over_is_not_taken_for_the_message() {
+    let env = TestHome::new();
+    env.agent(
+        "ops",
+        &json!({"name": "ops", "cwd": env.project("ops"), "engine": "claude"}),
+    );
+    let fake = jucode_testsupport::build_bin("fake-claude", "jucode-fake-engines").unwrap();
+    let start = |env: &TestHome, first: PathBuf| {
+        Daemon::builder(&env.home())
+            .env("CLAUDE_BIN", &fake)
+            .env("FAKE_ENGINE_SAVE", "1")
+            .env("CLAUDE_CONFIG_DIR", env.root().join("claude-config"))
+            .env("FAKE_ENGINE_SCRIPT", first)
+            .env(
+                "FAKE_ENGINE_SCRIPT_RESUME",
+                script(env, "claude-code-2.1.332-interop-resume.jsonl", false),
+            )
+            .start()
+    };
+    let mut d = start(&env, claude_two_turns(&env)).await.unwrap();
+    let mut c = d.client().await.unwrap();
+    let created = c
+        .request(json!({"op": "session_create", "agent": "ops"}))
+        .await
+        .unwrap();
+    assert_eq!(created["type"], "session_created", "{created}");
+    let session = created["session"].as_str().unwrap().to_string();
+    c.send(json!({"op": "user_message", "session": session, "content": "same"}))
+        .await
+        .unwrap();
+    let ready = |s: &str| {
+        let s = s.to_string();
+        move |f: &Value| {
+            f["session"] == s.as_str() && f["type"] == "status" && f["message"] == "ready"
+        }
+    };
+    c.recv_until(ready(&session)).await.unwrap();
+    // A message starts the second turn, which never ends; the same text waits behind it.
+    send(&mut c, "x").await;
+    c.recv_until(|f| f["type"] == "user_message" && f["content"] == "x")
+        .await
+        .unwrap();
+    let same = send(&mut c, "same").await;
+    let delivered = c
+        .recv_until(|f| f["type"] == "message_delivered" && f["id"] == same.as_str())
+        .await
+        .unwrap();
+    assert_eq!(delivered["session"], session.as_str());
+    d.kill9_and_wait().await.unwrap();
+    drop(c);
+    assert_eq!(saved_users(&env, Cli::Claude), ["same", "x"]);
+
+    let mut d = start(&env, claude_two_turns(&env)).await.unwrap();
+    let mut c = d.client().await.unwrap();
+    let echo = c.recv_type("user_message", Some(&session)).await.unwrap();
+    assert_eq!(echo["content"], "same");
+    c.recv_until(ready(&session)).await.unwrap();
+    assert_eq!(
+        kinds_of(&env, &same),
+        ["message", "delivered", "delivered", "received"]
+    );
+    assert_eq!(saved_users(&env, Cli::Claude), ["same", "x", "same"]);
+    d.stop().await.unwrap();
 }
