@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, StartSpec};
-use jucode_protocol::serve::Event;
+use jucode_protocol::serve::{Event, TranscriptItem};
 use jucode_protocol::{ApprovalMode, Object};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -65,6 +65,22 @@ impl EngineFactory for ClaudeEngine {
 
     fn saved_conversations(&self, cwd: &std::path::Path) -> Vec<jucode_engine::SavedConversation> {
         crate::history::saved_conversations("claude", cwd, &self.config.user_home)
+    }
+
+    /// Claude Code's session JSONL, where the CLI saves each user message as its turn
+    /// begins; the adapter writes a message to the CLI only after echoing it, so one never
+    /// echoed was never taken.
+    fn saved_transcript(&self, session: &str) -> Option<Vec<TranscriptItem>> {
+        let config_dir = std::env::var_os("CLAUDE_CONFIG_DIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.user_home.join(".claude"));
+        let path = crate::history::claude_transcript_path(&config_dir, session)?;
+        Some(crate::history::claude_transcript(&path))
+    }
+
+    fn transcript_is_durable(&self) -> bool {
+        true
     }
 
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {

@@ -31,7 +31,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, StartSpec};
-use jucode_protocol::serve::Event;
+use jucode_protocol::serve::{Event, TranscriptItem};
 use jucode_protocol::{ApprovalMode, Object};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -121,6 +121,25 @@ impl MapPath {
 impl EngineFactory for CodexEngine {
     fn saved_conversations(&self, cwd: &std::path::Path) -> Vec<jucode_engine::SavedConversation> {
         crate::history::saved_conversations("codex", cwd, &self.config.user_home)
+    }
+
+    /// The rollout of the session's thread, where Codex records each user message as its
+    /// turn starts; the adapter sends `turn/start` only after echoing the message.
+    fn saved_transcript(&self, session: &str) -> Option<Vec<TranscriptItem>> {
+        if session.is_empty() || session.contains(['/', '\\']) || session.starts_with('.') {
+            return None;
+        }
+        let codex_home = std::env::var_os("CODEX_HOME")
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.user_home.join(".codex"));
+        let thread = self.thread_for(session);
+        let path = crate::history::codex_rollout_path(&codex_home, &thread)?;
+        Some(crate::history::codex_transcript(&path))
+    }
+
+    fn transcript_is_durable(&self) -> bool {
+        true
     }
 
     /// Codex keeps thread names; `rename` sets one.

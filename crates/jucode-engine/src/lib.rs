@@ -114,11 +114,13 @@ pub trait EngineFactory: Send + Sync {
         None
     }
 
-    /// Whether [`EngineFactory::saved_transcript`] is a durable account of what a session
-    /// took: the engine saves a user message (fsynced) before it echoes it as `user_message`,
-    /// and a session with no saved copy took nothing. The hub then checks a message it handed
-    /// over but never saw echoed (a crash, an engine that died) against it, and sends it again
-    /// only when it is absent.
+    /// Whether [`EngineFactory::saved_transcript`] is a true account of what a session took:
+    /// a user message the engine took is in it by the time the hub looks (the engine stopped,
+    /// or the daemon restarted), one it did not take is not, and a session with no saved copy
+    /// took nothing. The built-in engine saves (fsynced) before it echoes; the Claude Code and
+    /// Codex adapters hand a message to their CLI only after echoing it, and the CLI saves it
+    /// as the turn begins. The hub then checks a message it handed over but never saw echoed
+    /// (a crash, an engine that died) against it, and sends it again only when it is absent.
     fn transcript_is_durable(&self) -> bool {
         false
     }

@@ -3,7 +3,8 @@
 //! The program is run as `<program> serve --session <id> --cwd <dir> [--resume]` in its own
 //! process group, with the options as JSON in `JUCODE_ENGINE_OPTIONS`. Its first stdout line
 //! must be `hello` with protocol 2; every later line is one event. Ops go to its stdin one JSON
-//! object per line. Stopping sends `shutdown`, closes stdin, and after a grace period signals
+//! object per line. An agent session's program finds the agent tools' MCP server in
+//! `JUCODE_AGENT_MCP`. Stopping sends `shutdown`, closes stdin, and after a grace period signals
 //! the whole group, so tools the engine started do not outlive it.
 
 use std::path::PathBuf;
@@ -49,6 +50,18 @@ impl EngineFactory for ServeProcess {
         }
         for dir in &spec.extra_dirs {
             cmd.arg("--add-dir").arg(dir);
+        }
+        // An agent session's tools: the daemon's stdio MCP server, named in `JUCODE_AGENT_MCP`
+        // (program and arguments only); its variables, the capability among them, go in this
+        // process's environment, never on a command line.
+        if let Some(mcp) = spec.agent.as_ref().and_then(|seat| seat.host.mcp_server()) {
+            let launch = serde_json::json!({
+                "name": mcp.name,
+                "command": mcp.program,
+                "args": mcp.args,
+            });
+            cmd.env("JUCODE_AGENT_MCP", launch.to_string());
+            cmd.envs(&mcp.env);
         }
         cmd.current_dir(&spec.cwd)
             .env("JUCODE_ENGINE_OPTIONS", options)

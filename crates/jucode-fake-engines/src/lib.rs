@@ -14,3 +14,4 @@
 //! real CLI and writes the traffic in the format the fakes replay.
 
 pub mod replay;
+pub mod saved;

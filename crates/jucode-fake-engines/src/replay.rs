@@ -118,6 +118,8 @@ pub struct Replay<W: Write> {
     ids: Vec<(Value, Value)>,
     /// Requests the fake made whose answers no longer matter (skipped by an interrupt).
     abandoned: HashSet<String>,
+    /// The conversation saved where the real CLI saves it (`FAKE_ENGINE_SAVE`).
+    saver: Option<crate::saved::Saver>,
     out: W,
 }
 
@@ -125,6 +127,7 @@ impl<W: Write> Replay<W> {
     /// Prepares a replay of `script` for a process started with `args` in `cwd`.
     pub fn new(flavor: Flavor, script: Script, args: &[String], cwd: &str, out: W) -> Result<Self> {
         let mut subs = Vec::new();
+        let mut session_id = None;
         if let Some(recorded) = &script.cwd
             && recorded != cwd
         {
@@ -155,6 +158,7 @@ impl<W: Write> Replay<W> {
                 let Some(session) = session else {
                     bail!("neither --session-id nor --resume was given");
                 };
+                session_id = Some(session.clone());
                 if let Some(recorded) = script.claude_session() {
                     subs.push((recorded, session));
                 }
@@ -172,6 +176,7 @@ impl<W: Write> Replay<W> {
             subs,
             ids: Vec::new(),
             abandoned: HashSet::new(),
+            saver: crate::saved::Saver::from_env(flavor, cwd, session_id),
             out,
         })
     }
@@ -188,6 +193,9 @@ impl<W: Write> Replay<W> {
 
     /// Writes an outgoing step with the adapter's ids put back.
     fn write_step(&mut self, frame: &Value) -> Result<()> {
+        if let Some(saver) = self.saver.as_mut() {
+            saver.output(frame)?;
+        }
         let mut frame = frame.clone();
         match self.flavor {
             Flavor::Claude => {
@@ -253,6 +261,9 @@ impl<W: Write> Replay<W> {
                 continue;
             }
             self.check(&step.frame, &actual)?;
+            if let Some(saver) = self.saver.as_mut() {
+                saver.input(&actual)?;
+            }
             self.remember_ids(&step.frame, &actual);
             i += 1;
         }

@@ -1,7 +1,9 @@
 //! The real Claude Code, Codex and claude-agent-acp CLIs driven through their adapters against
 //! the fake model server (`jucode_testsupport::fake_model`) on loopback: a tool call approved,
 //! a denial, an interrupt and a resume in a new process, for each engine; and (`real_agent`)
-//! a long-lived agent's session calling an agent tool through the daemon's MCP server.
+//! a long-lived agent's session calling an agent tool through the daemon's MCP server; and
+//! (`real_messages`) a message queued at a SIGKILL found absent in the CLI's own saved
+//! conversation and sent again once.
 //!
 //! Slow and needing the real CLIs, so ignored. Install them, then run:
 //!   bash scripts/install-engines.sh
@@ -20,6 +22,7 @@
 mod common;
 mod real;
 mod real_agent;
+mod real_messages;
 
 use std::path::PathBuf;
 

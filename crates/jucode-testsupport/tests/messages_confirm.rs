@@ -259,3 +259,78 @@ async fn a_delivery_not_yet_echoed_makes_its_session_running() -> Result<()> {
     assert_eq!(idle["agents"][0]["running"], json!([]));
     Ok(())
 }
+
+/// The same text typed into the agent's session before a `message_send` of it: a kill
+/// between the hand-over and the echo, with the engine holding only the typed copy, sends the
+/// message again (counting copies of the text took the typed one for it). Sent again, it is
+/// announced once.
+#[tokio::test]
+async fn a_same_text_typed_before_the_hand_over_is_not_taken_for_the_message() -> Result<()> {
+    let h = harness(&["ops"], true)?;
+    let mut desktop = h.connect().await?;
+    send(&mut desktop, "ops", "first").await?;
+    let mut engine = h.engines.next_session().await?;
+    let session = engine.spec.session.clone();
+    assert_eq!(delivery(&mut engine).await?, "first");
+    take(&engine, "first").await?;
+    engine.ready().await?;
+    let busy = |b: bool| move |f: &Value| f["type"] == "agents" && f["agents"][0]["busy"] == b;
+    desktop.next_matching(busy(false)).await?;
+    // Typed straight into the session, not a message.
+    desktop
+        .send(json!({"op": "user_message", "session": session, "content": "same"}))
+        .await;
+    assert_eq!(delivery(&mut engine).await?, "same");
+    take(&engine, "same").await?;
+    engine.ready().await?;
+    // The hub has seen that turn (the agent busy, then idle) before the message goes.
+    desktop.next_matching(busy(true)).await?;
+    desktop.next_matching(busy(false)).await?;
+    let id = send(&mut desktop, "ops", "same").await?;
+    assert_eq!(delivery(&mut engine).await?, "same");
+    let at_kill = snapshot(h.home())?;
+    drop((engine, desktop));
+
+    let h = h.restart_with(|_| restore(at_kill)).await?;
+    let mut desktop = h.connect().await?;
+    h.tick().await?;
+    let mut reopened = h.engines.next_session().await?;
+    assert_eq!(reopened.spec.session, session);
+    assert_eq!(delivery(&mut reopened).await?, "same");
+    take(&reopened, "same").await?;
+    reopened.ready().await?;
+    settled(h.home(), &id, "received").await?;
+    assert_eq!(h.engines.saved(&session), ["first", "same", "same"]);
+    // Its one announcement went out before the kill; the second hand-over is not news.
+    let announced: Vec<Value> = desktop
+        .queued()
+        .into_iter()
+        .filter(|f| f["type"] == "message_delivered")
+        .collect();
+    ensure!(announced.is_empty(), "announced again: {announced:?}");
+    Ok(())
+}
+
+/// A message an engine dropped is sent again to the reopened session and announced once.
+#[tokio::test]
+async fn a_message_sent_again_is_announced_once() -> Result<()> {
+    let h = harness(&["ops"], true)?;
+    let mut desktop = h.connect().await?;
+    let id = send(&mut desktop, "ops", "once").await?;
+    let mut first = h.engines.next_session().await?;
+    assert_eq!(delivery(&mut first).await?, "once");
+    first.exit(Some("crashed")).await?;
+    let mut second = h.engines.next_session().await?;
+    assert_eq!(delivery(&mut second).await?, "once");
+    take(&second, "once").await?;
+    second.ready().await?;
+    settled(h.home(), &id, "received").await?;
+    h.tick().await?;
+    let announced = desktop
+        .queued()
+        .into_iter()
+        .filter(|f| f["type"] == "message_delivered" && f["id"] == json!(id))
+        .count();
+    assert_eq!(announced, 1);
+    Ok(())
+}

@@ -7,10 +7,14 @@
 //! is recorded `unverified` and never sent again (at most once rather than twice).
 //!
 //! A message from another agent, a timer, a task or a question carries its id in its header
-//! line, so finding it is exact. The user's are delivered verbatim: a transcript holding
-//! more copies of the text than the session is known to have received counts as holding it.
+//! line, so finding it is exact. The user's are delivered verbatim and told apart by
+//! position: each delivery records how many user items the session was known to hold when it
+//! was handed over (`after`), and every delivery of the user's to that session, received ones
+//! included, claims in hand-over order the first unclaimed copy of its text at or past its
+//! `after`. A copy sent before the hand-over, or taken by an earlier delivery of the same
+//! text, is never mistaken for it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
@@ -29,10 +33,22 @@ pub(super) struct Handed {
     pub(super) seq: u64,
 }
 
-/// A stable-within-the-process hash of a user's text (the count of copies a session took).
+/// One delivery of the user's to a session, as the fold keeps it for checks.
+#[derive(Debug, Clone)]
+pub(super) struct UserDelivery {
+    pub(super) id: String,
+    /// [`text_hash`] of its body.
+    pub(super) hash: u64,
+    /// The user items the session was known to hold at the hand-over.
+    pub(super) after: usize,
+    /// Hand-over order.
+    pub(super) seq: u64,
+}
+
+/// A stable-within-the-process hash of a user's text, trimmed as engines save it.
 pub(super) fn text_hash(text: &str) -> u64 {
     let mut h = DefaultHasher::new();
-    text.hash(&mut h);
+    text.trim().hash(&mut h);
     h.finish()
 }
 
@@ -44,20 +60,25 @@ enum Holds {
     Unknowable(String),
 }
 
-/// One unconfirmed delivery to check, as [`absent`] reads it.
+/// One delivery to place in a session's transcript, as [`absent`] reads it.
 pub(super) struct Check<'a> {
     pub(super) id: &'a str,
-    pub(super) from_user: bool,
-    /// The text it was delivered as.
-    pub(super) text: String,
-    /// For the user's: how many of that text the session is known to have received.
-    pub(super) taken: usize,
+    pub(super) what: Look,
+    /// Unconfirmed: [`absent`] says whether it was found. Received ones only claim their copy.
+    pub(super) checked: bool,
 }
 
-/// The ids among `checks` (one session's, in hand-over order) that `transcript` does not
-/// hold. A headed message is found by its header line (it names the message id); the user's
-/// by count: the copies of its text beyond those already received are the first ones
-/// checked.
+/// How a delivery is looked for.
+pub(super) enum Look {
+    /// The user's: a copy of the text (by [`text_hash`]) at or past user item `after`.
+    User { hash: u64, after: usize },
+    /// Any other: a user item whose first line is this header (it names the message id).
+    Header(String),
+}
+
+/// The ids of the checked deliveries among `checks` (one session's, in hand-over order)
+/// that `transcript` does not hold. Each delivery claims the first user item it matches that
+/// no earlier one claimed.
 pub(super) fn absent(transcript: &[TranscriptItem], checks: &[Check<'_>]) -> Vec<String> {
     let users: Vec<&str> = transcript
         .iter()
@@ -66,24 +87,22 @@ pub(super) fn absent(transcript: &[TranscriptItem], checks: &[Check<'_>]) -> Vec
             _ => None,
         })
         .collect();
-    // Copies of each user text still unaccounted for, as checks use them up.
-    let mut spare: HashMap<&str, usize> = HashMap::new();
+    let hashes: Vec<u64> = users.iter().map(|u| text_hash(u)).collect();
+    let mut claimed = vec![false; users.len()];
     let mut out = Vec::new();
     for check in checks {
-        let found = if check.from_user {
-            let left = spare.entry(check.text.as_str()).or_insert_with(|| {
-                let held = users.iter().filter(|u| **u == check.text).count();
-                held.saturating_sub(check.taken)
-            });
-            let found = *left > 0;
-            *left = left.saturating_sub(1);
-            found
-        } else {
-            let header = check.text.lines().next().unwrap_or_default();
-            users.iter().any(|u| u.lines().next() == Some(header))
+        let at = match &check.what {
+            Look::User { hash, after } => {
+                (*after..users.len()).find(|&i| !claimed[i] && hashes[i] == *hash)
+            }
+            Look::Header(header) => (0..users.len()).find(|&i| {
+                !claimed[i] && users[i].trim_start().lines().next() == Some(header.as_str())
+            }),
         };
-        if !found {
-            out.push(check.id.to_string());
+        match at {
+            Some(i) => claimed[i] = true,
+            None if check.checked => out.push(check.id.to_string()),
+            None => {}
         }
     }
     out
@@ -196,19 +215,42 @@ impl Hub {
                 (records, Vec::new())
             }
             Holds::Transcript(transcript) => {
-                let checks: Vec<Check<'_>> = handed
-                    .iter()
-                    .map(|h| Check {
-                        id: &h.msg.id,
-                        from_user: h.msg.from == "user",
-                        text: route::delivery_text(&h.msg.id, &h.msg.from, &h.msg.body),
-                        taken: messages
-                            .user_taken
-                            .get(&(h.session.clone(), text_hash(&h.msg.body)))
-                            .copied()
-                            .unwrap_or(0),
+                let session = handed.first().map(|h| h.session.as_str()).unwrap_or("");
+                // Every delivery of the user's to this session claims its copy, received ones
+                // too; the others are found by their header.
+                let mut checks: Vec<(u64, Check<'_>)> = messages
+                    .user_deliveries
+                    .get(session)
+                    .into_iter()
+                    .flatten()
+                    .map(|d| {
+                        let what = Look::User {
+                            hash: d.hash,
+                            after: d.after,
+                        };
+                        let checked = handed.iter().any(|h| h.msg.id == d.id);
+                        (
+                            d.seq,
+                            Check {
+                                id: &d.id,
+                                what,
+                                checked,
+                            },
+                        )
                     })
                     .collect();
+                checks.extend(handed.iter().filter(|h| h.msg.from != "user").map(|h| {
+                    let text = route::delivery_text(&h.msg.id, &h.msg.from, &h.msg.body);
+                    let header = text.lines().next().unwrap_or_default().to_string();
+                    let check = Check {
+                        id: &h.msg.id,
+                        what: Look::Header(header),
+                        checked: true,
+                    };
+                    (h.seq, check)
+                }));
+                checks.sort_by_key(|(seq, _)| *seq);
+                let checks: Vec<Check<'_>> = checks.into_iter().map(|(_, c)| c).collect();
                 let missing = absent(&transcript, &checks);
                 let records = handed
                     .iter()
@@ -276,39 +318,73 @@ mod tests {
         }
     }
 
-    fn check<'a>(id: &'a str, from: &str, body: &str, taken: usize) -> Check<'a> {
+    fn user_check<'a>(id: &'a str, body: &str, after: usize, checked: bool) -> Check<'a> {
         Check {
             id,
-            from_user: from == "user",
-            text: route::delivery_text(id, from, body),
-            taken,
+            what: Look::User {
+                hash: text_hash(body),
+                after,
+            },
+            checked,
+        }
+    }
+
+    fn headed<'a>(id: &'a str, from: &str, body: &str) -> Check<'a> {
+        let text = route::delivery_text(id, from, body);
+        Check {
+            id,
+            what: Look::Header(text.lines().next().unwrap_or_default().to_string()),
+            checked: true,
         }
     }
 
     #[test]
-    fn a_headed_message_is_found_by_its_id_and_the_users_by_count() {
+    fn a_headed_message_is_found_by_its_id_and_the_users_by_position() {
         let transcript = vec![
             user("hello"),
             TranscriptItem::Assistant {
                 content: "[message from agent a · m-2]\nhi".into(),
             },
             user("[message from agent a · m-1]\nhi"),
-            user("hello"),
+            user("hello\n"),
         ];
         let checks = [
             // Found by its header, whatever its body became.
-            check("m-1", "agent:a", "hi", 0),
+            headed("m-1", "agent:a", "hi"),
             // Only in an assistant message: not taken.
-            check("m-2", "agent:a", "hi", 0),
-            // Two copies of "hello", one received before: this one is the second.
-            check("m-3", "user", "hello", 1),
+            headed("m-2", "agent:a", "hi"),
+            // Received, handed over when the session held nothing: it claims the first copy.
+            user_check("m-0", "hello", 0, false),
+            // Handed over after one user item: the second copy (trimmed as engines save it).
+            user_check("m-3", "hello", 1, true),
             // A third copy is not there.
-            check("m-4", "user", "hello", 1),
-            check("m-5", "user", "bye", 0),
+            user_check("m-4", "hello", 1, true),
+            user_check("m-5", "bye", 0, true),
         ];
         assert_eq!(absent(&transcript, &checks), ["m-2", "m-4", "m-5"]);
+        assert_eq!(absent(&[], &[headed("m-1", "timer:tm-1", "wake")]), ["m-1"]);
+    }
+
+    /// The text typed into the session before the hand-over is not the message, however many
+    /// copies of it the session holds; a received delivery of the same text claims its own.
+    #[test]
+    fn a_copy_from_before_the_hand_over_is_not_the_message() {
+        let transcript = vec![user("same"), user("same"), user("other")];
+        // Handed over when the session held three user items: nothing of it is there.
         assert_eq!(
-            absent(&[], &[check("m-1", "timer:tm-1", "wake", 0)]),
+            absent(&transcript, &[user_check("m-1", "same", 3, true)]),
+            ["m-1"]
+        );
+        // Handed over at one: the second copy is it, unless an earlier delivery took it.
+        assert!(absent(&transcript, &[user_check("m-1", "same", 1, true)]).is_empty());
+        assert_eq!(
+            absent(
+                &transcript,
+                &[
+                    user_check("m-0", "same", 1, false),
+                    user_check("m-1", "same", 1, true)
+                ]
+            ),
             ["m-1"]
         );
     }

@@ -125,6 +125,7 @@ struct Send {
     from: String,
     session: String,
     text: String,
+    again: bool,
 }
 
 impl Hub {
@@ -259,9 +260,12 @@ impl Hub {
                 id: msg.id.clone(),
                 session: session.clone(),
                 confirm: true,
+                after: (msg.from == "user").then(|| inner.sessions.users_seen(&session)),
                 at,
             });
             sends.push(Send {
+                // Sent again where it went before: announced then, not twice.
+                again: msg.again_to.as_deref() == Some(session.as_str()),
                 text: route::delivery_text(&msg.id, &msg.from, &msg.body),
                 id: msg.id,
                 agent: msg.to,
@@ -289,6 +293,9 @@ impl Hub {
             inner
                 .sessions
                 .deliver(&send.session, user_message(send.text));
+            if send.again {
+                continue;
+            }
             let frame = to_value(&Reply::to(
                 None,
                 DaemonEvent::MessageDelivered {

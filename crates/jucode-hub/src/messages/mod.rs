@@ -120,6 +120,10 @@ pub(super) enum Record {
         session: String,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         confirm: bool,
+        /// For the user's: how many user items the session was known to hold at the hand-over,
+        /// so a check looks for it only past them (absent in older records: from the start).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<usize>,
         at: u64,
     },
     /// The session took it: its engine echoed it, or its saved transcript holds it.
@@ -189,9 +193,9 @@ pub(crate) struct Messages {
     by_sender: HashMap<String, Vec<Delivery>>,
     /// Messages handed over and not yet confirmed received.
     handed: HashMap<String, confirm::Handed>,
-    /// How many of the user's messages each session received, by (session, text hash): the
-    /// user's are delivered verbatim, so a check of a transcript counts copies.
-    user_taken: HashMap<(String, u64), usize>,
+    /// Every delivery of the user's to each session, in hand-over order: delivered verbatim,
+    /// they are told apart in a transcript by position (see [`confirm::absent`]).
+    user_deliveries: HashMap<String, Vec<confirm::UserDelivery>>,
     /// Hand-over order, so messages sent again go in the order they first went.
     next_seq: u64,
     pub(crate) runs: RunState,
@@ -208,7 +212,7 @@ impl Messages {
             senders: HashMap::new(),
             by_sender: HashMap::new(),
             handed: HashMap::new(),
-            user_taken: HashMap::new(),
+            user_deliveries: HashMap::new(),
             next_seq: 0,
             runs: RunState::default(),
         };
@@ -259,6 +263,7 @@ impl Messages {
                 id,
                 session,
                 confirm,
+                after,
                 at,
             } => {
                 let waiting = self
@@ -268,16 +273,25 @@ impl Messages {
                     .map(|i| self.pending.remove(i))
                     .or_else(|| self.handed.remove(&id).map(|h| h.msg));
                 if let Some(msg) = waiting {
+                    self.next_seq += 1;
+                    if msg.from == "user" {
+                        let list = self.user_deliveries.entry(session.clone()).or_default();
+                        // Sent again: it is looked for where it went the second time.
+                        list.retain(|d| d.id != id);
+                        list.push(confirm::UserDelivery {
+                            id: id.clone(),
+                            hash: confirm::text_hash(&msg.body),
+                            after: after.unwrap_or(0),
+                            seq: self.next_seq,
+                        });
+                    }
                     if confirm {
-                        self.next_seq += 1;
                         let handed = confirm::Handed {
                             msg,
                             session: session.clone(),
                             seq: self.next_seq,
                         };
                         self.handed.insert(id.clone(), handed);
-                    } else {
-                        self.taken(&msg, &session);
                     }
                 }
                 if let Some(from) = self.senders.get(&id) {
@@ -295,9 +309,7 @@ impl Messages {
                 self.known.entry(id).or_default().delivered_to = Some(session);
             }
             Record::Received { id, .. } => {
-                if let Some(h) = self.handed.remove(&id) {
-                    self.taken(&h.msg, &h.session);
-                }
+                self.handed.remove(&id);
             }
             Record::Unverified { id, .. } => {
                 self.handed.remove(&id);
@@ -307,14 +319,6 @@ impl Messages {
                 self.handed.remove(&id);
             }
             Record::Other => {}
-        }
-    }
-
-    /// Counts a message from the user that `session` received.
-    fn taken(&mut self, msg: &Pending, session: &str) {
-        if msg.from == "user" {
-            let key = (session.to_string(), confirm::text_hash(&msg.body));
-            *self.user_taken.entry(key).or_default() += 1;
         }
     }
 
@@ -543,6 +547,7 @@ mod tests {
             id: id.into(),
             session: session.into(),
             confirm: true,
+            after: None,
             at,
         }
     }

@@ -52,6 +52,13 @@ impl Sessions {
         self.map.get(session).is_some_and(|s| s.busy)
     }
 
+    /// How many user items the session's conversation holds as far as the daemon has seen
+    /// (its engine's transcript, then each `user_message`): a lower bound of where a user
+    /// message handed over now lands in its saved transcript.
+    pub(crate) fn users_seen(&self, session: &str) -> usize {
+        self.map.get(session).map_or(0, |s| s.view.users)
+    }
+
     /// The engine a session runs on.
     pub(crate) fn engine_of(&self, session: &str) -> Option<&str> {
         self.map.get(session).map(|s| s.engine.as_str())

@@ -25,6 +25,9 @@ pub(super) struct View {
     pub(super) dropped: usize,
     /// Open approval requests, by call id, in arrival order.
     pub(super) approvals: Vec<(String, Event)>,
+    /// User items the conversation has held (dropped ones included): where the next user
+    /// message lands, as a delivery records it (`messages/confirm.rs`).
+    pub(super) users: usize,
 }
 
 fn text_bytes(item: &TranscriptItem) -> usize {
@@ -80,12 +83,19 @@ impl View {
     }
 
     fn push(&mut self, item: TranscriptItem) {
+        if matches!(item, TranscriptItem::User { .. }) {
+            self.users += 1;
+        }
         self.bytes += text_bytes(&item);
         self.transcript.push(item);
     }
 
     fn set_transcript(&mut self, items: Vec<TranscriptItem>) {
         self.bytes = items.iter().map(text_bytes).sum();
+        self.users = items
+            .iter()
+            .filter(|i| matches!(i, TranscriptItem::User { .. }))
+            .count();
         self.dropped = 0;
         self.transcript = items;
     }

@@ -2,7 +2,9 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n>`, `flood-timed <n>`, `crash`, `replay <file>`; anything else is echoed back.
+//! `flood <n>`, `flood-timed <n>`, `crash`, `replay <file>`, `tool <name> <json>` (an agent
+//! tool called through the daemon's MCP server, see `agent_tool`); anything else is echoed
+//! back.
 //!
 //! `replay <file>` reads a JSONL file inside the session's directory and emits each line as an
 //! event, verbatim, so a test can play any sequence of real serve-protocol events (the remote
@@ -12,6 +14,9 @@
 //! "summary":…, …}` emits an `approval_request` with those fields and waits for `approve` as
 //! `approve <command>` does. Without `_approval`, the turn ends after the last line. The conversation is kept in
 //! `<cwd>/.jucode-fake/<session>.jsonl`, deferred actions in `<session>.actions.json`.
+
+#[path = "fake_serve/agent_tool.rs"]
+mod agent_tool;
 
 use std::collections::VecDeque;
 use std::fs::OpenOptions;
@@ -472,11 +477,42 @@ impl Engine {
         if let Some(file) = content.strip_prefix("replay ") {
             return self.replay(file.trim()).await;
         }
+        if let Some(call) = content.strip_prefix("tool ") {
+            return self.agent_tool(call.trim()).await;
+        }
         if content == "crash" {
             // Simulates an engine dying mid-turn: no further output, no cleanup.
             std::process::exit(3);
         }
         self.reply(&format!("echo: {content}")).await
+    }
+
+    /// The `tool <name> <json>` script: the call and its output as tool events, then the
+    /// output as the reply.
+    async fn agent_tool(&mut self, call: &str) -> Result<()> {
+        let (name, args) = call.split_once(' ').unwrap_or((call, "{}"));
+        let args: Value = match serde_json::from_str(args) {
+            Ok(args) => args,
+            Err(e) => {
+                return self
+                    .reply(&format!("tool: arguments are not JSON: {e}"))
+                    .await;
+            }
+        };
+        self.call_seq += 1;
+        let call_id = format!("call_{}", self.call_seq);
+        self.emit(json!({"type": "tool_start", "call_id": call_id, "name": name}))
+            .await?;
+        let (output, is_error) = match agent_tool::call(name, args).await {
+            Ok(called) => (called.text, called.is_error),
+            Err(e) => (format!("{e:#}"), true),
+        };
+        self.emit(
+            json!({"type": "tool_output", "call_id": call_id, "name": name,
+                         "output": output, "is_error": is_error}),
+        )
+        .await?;
+        self.reply(&format!("tool said: {output}")).await
     }
 
     /// The `replay <file>` script (see the top of this file).
