@@ -85,6 +85,7 @@ fn the_table_and_the_typed_ops_agree() {
     // The fewest fields each implemented op needs.
     let samples = json!({
         "ping": {},
+        "restart_when_idle": {},
         "session_list": {},
         "session_history": {"cwd": "/p"},
         "session_meta": {"session": "s"},
