@@ -140,3 +140,35 @@ async fn close_process_kills_it_and_the_exit_says_null() {
         "still listed after its exit"
     );
 }
+
+#[tokio::test]
+async fn a_client_that_does_not_read_pauses_the_shell_instead_of_growing_its_queue() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = hub(tmp.path());
+    let mut conn = hub.connect(Auth::Local);
+    while next(&mut conn).await["type"] != "requirements" {}
+    const TOTAL: usize = 12 * 1024 * 1024;
+    let opened = hub
+        .open_process(
+            conn.id,
+            sh(&format!("head -c {TOTAL} /dev/zero; exit 0"), tmp.path()),
+            TermSize::from_request(None, None),
+            |_, _| {},
+        )
+        .unwrap();
+    // Nothing is read for a while: the queue stays near the pause mark (one frame over it at
+    // most, about 88 KiB of JSON) and the client is not dropped as too slow.
+    let bound = super::pty::BACKLOG_PAUSE + 100 * 1024;
+    let mut highest = 0;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let backlog = hub.client_backlog(conn.id).expect("the client was dropped");
+        highest = highest.max(backlog);
+        assert!(backlog <= bound, "{backlog} bytes queued");
+    }
+    assert!(highest > super::pty::BACKLOG_PAUSE / 2, "the shell wrote little: {highest}");
+    // Reading again lets it finish, with every byte.
+    let (out, code) = run_out(&mut conn, opened.id.as_str()).await;
+    assert_eq!(out.len(), TOTAL);
+    assert_eq!(code, 0);
+}
