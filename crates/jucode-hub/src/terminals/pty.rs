@@ -2,8 +2,10 @@
 //! non-blocking duplicate of the master (tokio's `AsyncFd`), so no thread ever blocks in a read
 //! a background process could keep open forever.
 //!
-//! The pump batches output (a frame after [`TERM_OUTPUT_QUIET_MS`] without more, or once
-//! [`TERM_OUTPUT_FRAME_BYTES`] are waiting) and stops reading while the owner has more than
+//! The pump batches output: output after a quiet spell (nothing sent for
+//! [`TERM_OUTPUT_QUIET_MS`]) goes out at once, so a keystroke's echo is not delayed; output
+//! behind it waits until [`TERM_OUTPUT_QUIET_MS`] pass without more, [`MAX_DELAY`] pass, or
+//! [`TERM_OUTPUT_FRAME_BYTES`] are waiting. It stops reading while the owner has more than
 //! [`BACKLOG_PAUSE`] bytes queued, so a slow client blocks the shell's writes instead of growing
 //! memory. These waits are I/O batching of one process, not time rules of the hub, so they use
 //! tokio's timer rather than the hub's clock (docs/DECISIONS.md, Terminals).
@@ -252,6 +254,8 @@ impl Pump {
         let mut oldest: Option<Pin<Box<Sleep>>> = None;
         let mut kill: Option<Pin<Box<Sleep>>> = None;
         let mut drain: Option<Pin<Box<Sleep>>> = None;
+        // Armed by every frame sent: output arriving after it lapsed goes out at once.
+        let mut hold: Option<Pin<Box<Sleep>>> = None;
         let mut drained = false;
         let mut code: Option<Option<i32>> = None;
         let code = loop {
@@ -278,14 +282,18 @@ impl Pump {
                     match read {
                         Ok(Ok(0)) => eof = true,
                         Ok(Ok(n)) => {
-                            if self.buf.is_empty() {
-                                oldest = Some(Box::pin(tokio::time::sleep(MAX_DELAY)));
-                            }
+                            let first = self.buf.is_empty();
                             self.buf.extend_from_slice(&chunk[..n]);
-                            quiet = Some(Box::pin(tokio::time::sleep(QUIET)));
-                            if self.buf.len() >= TERM_OUTPUT_FRAME_BYTES {
+                            if (first && hold.is_none()) || self.buf.len() >= TERM_OUTPUT_FRAME_BYTES {
+                                // A keystroke's echo after a quiet spell, or a full frame.
                                 self.flush(code.is_none());
                                 (quiet, oldest) = (None, None);
+                                hold = Some(Box::pin(tokio::time::sleep(QUIET)));
+                            } else {
+                                if first {
+                                    oldest = Some(Box::pin(tokio::time::sleep(MAX_DELAY)));
+                                }
+                                quiet = Some(Box::pin(tokio::time::sleep(QUIET)));
                             }
                         }
                         Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -297,11 +305,14 @@ impl Pump {
                 () = wait(&mut quiet) => {
                     self.flush(code.is_none());
                     (quiet, oldest) = (None, None);
+                    hold = Some(Box::pin(tokio::time::sleep(QUIET)));
                 }
                 () = wait(&mut oldest) => {
                     self.flush(code.is_none());
                     (quiet, oldest) = (None, None);
+                    hold = Some(Box::pin(tokio::time::sleep(QUIET)));
                 }
+                () = wait(&mut hold) => hold = None,
                 () = tokio::time::sleep(PAUSE_POLL), if self.paused => {
                     let backlog = self.hub.upgrade().and_then(|h| h.client_backlog(self.client));
                     self.paused = backlog.is_some_and(|b| b > BACKLOG_PAUSE);

@@ -166,7 +166,10 @@ async fn a_client_that_does_not_read_pauses_the_shell_instead_of_growing_its_que
         highest = highest.max(backlog);
         assert!(backlog <= bound, "{backlog} bytes queued");
     }
-    assert!(highest > super::pty::BACKLOG_PAUSE / 2, "the shell wrote little: {highest}");
+    assert!(
+        highest > super::pty::BACKLOG_PAUSE / 2,
+        "the shell wrote little: {highest}"
+    );
     // Reading again lets it finish, with every byte.
     let (out, code) = run_out(&mut conn, opened.id.as_str()).await;
     assert_eq!(out.len(), TOTAL);
