@@ -1,6 +1,7 @@
 // Terminal frames as they arrive, kept per terminal until its view takes them: output can
 // come before the view has mounted or xterm has loaded (term.js is fetched on demand).
 import { store } from "../core/store";
+import { decode } from "./bytes";
 
 export interface TermSink {
   output(bytes: Uint8Array): void;
@@ -14,20 +15,6 @@ const HELD_BYTES = 2 * 1024 * 1024;
 
 const held = new Map<string, { events: Event[]; bytes: number }>();
 const sinks = new Map<string, TermSink>();
-
-export function decode(b64: string): Uint8Array {
-  const bin = atob(b64);
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
-}
-
-export function encode(text: string): string {
-  const bytes = new TextEncoder().encode(text);
-  let bin = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-  return btoa(bin);
-}
 
 function deliver(term: string, e: Event): void {
   const sink = sinks.get(term);

@@ -5,7 +5,8 @@ import { onReopen, post, request } from "../core/daemon";
 import { navigate } from "../core/route";
 import { useStore } from "../core/store";
 import type { TermHandle, TermModule } from "./api";
-import { claim, drop, encode } from "./frames";
+import { claim, drop } from "./frames";
+import { encode, withCtrl } from "./bytes";
 import "./term.css";
 
 let loading: Promise<TermModule> | null = null;
@@ -35,13 +36,6 @@ const KEYS: { label: string; name: string; seq: string }[] = [
   { label: "↓", name: "Down", seq: "\x1b[B" },
   { label: "→", name: "Right", seq: "\x1b[C" },
 ];
-
-/** A key with Ctrl held: letters and a few signs become their control characters. */
-export function withCtrl(data: string): string {
-  if (data.length !== 1) return data;
-  const c = data.toUpperCase().charCodeAt(0);
-  return c >= 0x40 && c <= 0x5f ? String.fromCharCode(c & 0x1f) : data;
-}
 
 type Ended = { code: number | null } | "dropped" | null;
 
