@@ -138,14 +138,19 @@ pub(super) fn spawn(
     Ok((pair.master, running))
 }
 
-/// A duplicate of the master's descriptor, for non-blocking I/O of our own.
+/// A duplicate of the master's descriptor, for non-blocking I/O of our own. Close-on-exec
+/// from the start (`F_DUPFD_CLOEXEC`): the engines and shells the daemon starts later must
+/// not inherit a way into this terminal.
 #[allow(unsafe_code)]
 fn dup_master(master: &dyn MasterPty) -> nix::Result<OwnedFd> {
+    use std::os::fd::FromRawFd as _;
     let raw = master.as_raw_fd().ok_or(nix::errno::Errno::EBADF)?;
     // SAFETY: `raw` is the master's open descriptor and `master` is borrowed for longer than
     // this borrow, which only serves to duplicate it. portable-pty exposes no `AsFd`.
     let borrowed = unsafe { BorrowedFd::borrow_raw(raw) };
-    nix::unistd::dup(borrowed)
+    let dup = nix::fcntl::fcntl(borrowed, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(0))?;
+    // SAFETY: `dup` is a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(dup) })
 }
 
 /// `fd` on tokio's reactor.

@@ -175,3 +175,46 @@ async fn a_client_that_does_not_read_pauses_the_shell_instead_of_growing_its_que
     assert_eq!(out.len(), TOTAL);
     assert_eq!(code, 0);
 }
+
+/// The descriptors a child started the usual way (as engines are) finds open, with what
+/// they point to.
+fn inherited() -> Vec<String> {
+    let out = std::process::Command::new("/bin/sh")
+        .args(["-c", "for f in /proc/$$/fd/*; do readlink \"$f\"; done"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let mut fds: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    fds.sort();
+    fds
+}
+
+#[tokio::test]
+async fn a_later_child_inherits_no_terminal_descriptor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = hub(tmp.path());
+    let mut conn = hub.connect(Auth::Local);
+    let before = inherited();
+    let first = hub
+        .open_process(
+            conn.id,
+            sh("exec sleep 100", tmp.path()),
+            TermSize::from_request(None, None),
+            |_, _| {},
+        )
+        .unwrap();
+    let after = inherited();
+    assert!(
+        !after
+            .iter()
+            .any(|f| f.contains("ptmx") || f.contains("/dev/pts/"))
+            || after == before,
+        "a pty descriptor leaks into children: {after:?} (before: {before:?})"
+    );
+    assert!(hub.close_process(&first.id));
+    let (_, code) = run_out(&mut conn, first.id.as_str()).await;
+    assert_eq!(code, Value::Null);
+}
