@@ -34,6 +34,7 @@ mod router;
 mod schedules;
 mod sessions;
 mod tasks;
+mod terminals;
 mod timers;
 mod uploads;
 mod usage;
@@ -128,6 +129,7 @@ struct Inner {
     schedules: schedules::Schedules,
     usage: usage::Ledger,
     settings: Settings,
+    terminals: terminals::Terminals,
 }
 
 impl Hub {
@@ -181,6 +183,7 @@ impl Hub {
                 schedules,
                 usage,
                 settings,
+                terminals: Default::default(),
             }),
         });
         // What the last run handed over and never saw reach its session.
@@ -334,6 +337,7 @@ impl Inner {
     /// new watcher counts. Terminates: each round removes a client.
     pub(crate) fn client_gone(&mut self, client: ClientId) {
         self.clients.remove(client);
+        self.terminals.client_gone(client);
         if self.sessions.unwatch_all(client) {
             self.broadcast_sessions();
         }

@@ -10,7 +10,7 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
     ClientId, Hub, actions, agents, devices, files, mcp, messages, questions, reports, schedules,
-    sessions, timers, to_value, uploads, usage, workspaces,
+    sessions, terminals, timers, to_value, uploads, usage, workspaces,
 };
 
 impl Hub {
@@ -87,5 +87,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Files(op) => files::handle(cx, op),
         DaemonOp::Git(op) => files::handle_git(cx, op),
         DaemonOp::Uploads(op) => uploads::handle(cx, op),
+        DaemonOp::Terminals(op) => terminals::handle(cx, op),
     }
 }

@@ -79,6 +79,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<FilesOp>(&mut generator, "op"));
     daemon.extend(variants::<GitOp>(&mut generator, "op"));
     daemon.extend(variants::<crate::daemon::UploadsOp>(&mut generator, "op"));
+    daemon.extend(variants::<crate::daemon::TerminalsOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

@@ -10,7 +10,8 @@ export type Route =
   | { view: "agent"; id: string }
   | { view: "settings" }
   | { view: "files"; path: string }
-  | { view: "changes"; path: string };
+  | { view: "changes"; path: string }
+  | { view: "terminal"; cwd: string };
 
 export function parseRoute(path: string): Route {
   const parts = path.replace(/^\/remote\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -26,6 +27,8 @@ export function parseRoute(path: string): Route {
     case "files":
     case "changes":
       return parts[1] ? { view: parts[0], path: parts[1] } : { view: "sessions" };
+    case "term":
+      return parts[1] ? { view: "terminal", cwd: parts.slice(1).join("/") } : { view: "sessions" };
     default:
       return { view: "sessions" };
   }
@@ -42,6 +45,8 @@ export function routePath(r: Route): string {
     case "files":
     case "changes":
       return `/remote/${r.view}/${encodeURIComponent(r.path)}`;
+    case "terminal":
+      return `/remote/term/${encodeURIComponent(r.cwd)}`;
     default:
       return `/remote/${r.view}`;
   }

@@ -12,6 +12,7 @@ import { AgentsView, AgentView } from "../agents/view";
 import { SettingsView } from "../settings/view";
 import { Refused } from "./welcome";
 import { FilesView } from "../files/view";
+import { TerminalView } from "../term/view";
 
 interface Tab {
   view: Route["view"];
@@ -87,6 +88,7 @@ export function App() {
         {route.view === "agent" && <AgentView id={route.id} />}
         {route.view === "settings" && <SettingsView />}
         {(route.view === "files" || route.view === "changes") && <FilesView root={route.path} tab={route.view} />}
+        {route.view === "terminal" && <TerminalView key={route.cwd} cwd={route.cwd} />}
       </main>
     </div>
   );

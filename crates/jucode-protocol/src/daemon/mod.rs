@@ -21,6 +21,7 @@ pub mod questions;
 pub mod reports;
 pub mod schedules;
 pub mod sessions;
+pub mod terminals;
 pub mod timers;
 pub mod uploads;
 pub mod usage;
@@ -45,6 +46,7 @@ pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
+pub use terminals::TerminalsOp;
 pub use timers::{TimerInfo, TimersOp};
 pub use uploads::UploadsOp;
 pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
@@ -170,6 +172,7 @@ pub enum DaemonOp {
     Files(FilesOp),
     Git(GitOp),
     Uploads(UploadsOp),
+    Terminals(TerminalsOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -212,6 +215,7 @@ impl DaemonOp {
             Area::Files => read(fields).map(DaemonOp::Files),
             Area::Git => read(fields).map(DaemonOp::Git),
             Area::Uploads => read(fields).map(DaemonOp::Uploads),
+            Area::Terminals => read(fields).map(DaemonOp::Terminals),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -234,6 +238,7 @@ impl DaemonOp {
             DaemonOp::Files(op) => op.check_limits(),
             DaemonOp::Git(op) => op.check_limits(),
             DaemonOp::Uploads(op) => op.check_limits(),
+            DaemonOp::Terminals(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -487,6 +492,22 @@ pub enum DaemonEvent {
         name: String,
         size: u64,
         image: bool,
+    },
+    /// `term_open` (and `session_tui`): the terminal's id.
+    TermOpened {
+        term: String,
+    },
+    /// A terminal's output, to the client that opened it only: base64 of at most
+    /// [`terminals::TERM_OUTPUT_FRAME_BYTES`] raw bytes, which may end inside a UTF-8
+    /// character or an escape sequence.
+    TermOutput {
+        term: String,
+        data: String,
+    },
+    /// The shell exited and was reaped; `code` is `null` when a signal killed it.
+    TermExit {
+        term: String,
+        code: Option<i32>,
     },
 }
 

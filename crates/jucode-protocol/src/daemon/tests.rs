@@ -139,6 +139,10 @@ fn the_table_and_the_typed_ops_agree() {
         "git_status": {"path": "/tmp"},
         "git_diff": {"path": "/tmp", "file": "a.txt"},
         "upload": {"name": "a.txt", "data": "", "last": true},
+        "term_open": {"cwd": "~/app", "cols": 100, "rows": 30},
+        "term_input": {"term": "t-1", "data": "bHMK"},
+        "term_resize": {"term": "t-1", "cols": 100, "rows": 30},
+        "term_close": {"term": "t-1"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -175,6 +179,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Files(_) => Area::Files,
             DaemonOp::Git(_) => Area::Git,
             DaemonOp::Uploads(_) => Area::Uploads,
+            DaemonOp::Terminals(_) => Area::Terminals,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
@@ -230,7 +235,7 @@ fn typed_ops_parse_and_name_missing_fields() {
         err.to_string(),
         "push_subscribe: missing field `subscription`"
     );
-    let f = ClientFrame::parse(r#"{"op":"term_open"}"#).unwrap();
+    let f = ClientFrame::parse(r#"{"op":"dispatch_list"}"#).unwrap();
     assert!(DaemonOp::from_frame(&f).is_none());
 }
 

@@ -81,6 +81,11 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
             .cloned(),
     );
     typed.extend(variants::<UsageOp>(&mut generator, "op").keys().cloned());
+    typed.extend(
+        variants::<crate::daemon::TerminalsOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
     let built: BTreeSet<String> = OPS
         .iter()
         .filter(|s| s.implemented)
