@@ -107,10 +107,11 @@ enum Cmd {
 fn main() -> Result<()> {
     let args = Args::parse();
     // serve's stdout is the protocol: logs go to stderr, quieter by default.
-    let default_filter = if args.command.is_some() {
-        "warn"
-    } else {
-        "info"
+    let default_filter = match args.command {
+        // A log line on stderr would be drawn over the TUI's screen: its errors are shown in it.
+        Some(Cmd::Tui { .. }) => "off",
+        Some(_) => "warn",
+        None => "info",
     };
     tracing_subscriber::fmt()
         .with_env_filter(
