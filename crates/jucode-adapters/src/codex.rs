@@ -123,6 +123,22 @@ impl EngineFactory for CodexEngine {
         crate::history::saved_conversations("codex", cwd, &self.config.user_home)
     }
 
+    fn tui_command(
+        &self,
+        spec: &jucode_engine::TuiSpec,
+    ) -> Option<Result<jucode_engine::TuiCommand, EngineError>> {
+        let options = EngineOptions::default();
+        let found =
+            crate::discover::find_binary("codex", "CODEX_BIN", &options, &self.config.user_home);
+        let thread = self.thread_for(&spec.session);
+        let saved = self
+            .saved_conversations(&spec.cwd)
+            .iter()
+            .any(|c| c.session == thread);
+        let thread = saved.then_some(thread.as_str());
+        Some(found.map(|program| crate::tui::codex(program, spec, thread)))
+    }
+
     /// Codex keeps thread names; `rename` sets one.
     fn keeps_titles(&self) -> bool {
         true

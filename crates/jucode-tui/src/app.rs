@@ -310,7 +310,8 @@ impl App {
                 _ => None,
             };
             if let Some((decision, always)) = answer {
-                let mut op = json!({"op": "approve", "call_id": approval.call_id, "decision": decision});
+                let mut op =
+                    json!({"op": "approve", "call_id": approval.call_id, "decision": decision});
                 if always {
                     op["always"] = Value::Bool(true);
                 }
@@ -389,9 +390,7 @@ impl App {
             _ if line.starts_with('/') => {
                 Some(Action::Send(json!({"op": "command", "input": line})))
             }
-            _ => Some(Action::Send(
-                json!({"op": "user_message", "content": line}),
-            )),
+            _ => Some(Action::Send(json!({"op": "user_message", "content": line}))),
         }
     }
 }
@@ -428,7 +427,9 @@ mod tests {
         app.on_event(&ev(json!({"type":"assistant_start"})));
         app.on_event(&ev(json!({"type":"assistant_delta","delta":"hel"})));
         app.on_event(&ev(json!({"type":"assistant_delta","delta":"lo"})));
-        app.on_event(&ev(json!({"type":"tool_start","call_id":"c1","name":"bash"})));
+        app.on_event(&ev(
+            json!({"type":"tool_start","call_id":"c1","name":"bash"}),
+        ));
         app.on_event(&ev(
             json!({"type":"tool_output","call_id":"c1","name":"bash","output":"ok\n","is_error":true}),
         ));
@@ -454,9 +455,7 @@ mod tests {
         let mut app = App::new("s1");
         assert_eq!(
             typed(&mut app, "hello"),
-            Some(Action::Send(
-                json!({"op":"user_message","content":"hello"})
-            ))
+            Some(Action::Send(json!({"op":"user_message","content":"hello"})))
         );
         assert!(app.input.is_empty());
         assert_eq!(
@@ -482,7 +481,11 @@ mod tests {
         assert_eq!(app.on_key(ctrl('c')), None);
         assert!(app.input.is_empty());
         app.on_key(key(KeyCode::Char('a')));
-        assert_eq!(app.on_key(ctrl('d')), None, "Ctrl-D with text typed does not quit");
+        assert_eq!(
+            app.on_key(ctrl('d')),
+            None,
+            "Ctrl-D with text typed does not quit"
+        );
         app.on_key(ctrl('u'));
         assert_eq!(app.on_key(ctrl('d')), Some(Action::Quit));
     }
@@ -534,7 +537,10 @@ mod tests {
             {"role":"tool","name":"bash","output":"out"},
         ]})));
         assert_eq!(app.entries.len(), 3);
-        assert_eq!(app.entries[1], Entry::Assistant("a\u{fffd}[2J\u{fffd}".into()));
+        assert_eq!(
+            app.entries[1],
+            Entry::Assistant("a\u{fffd}[2J\u{fffd}".into())
+        );
     }
 
     #[test]

@@ -115,10 +115,13 @@ fn card(approval: &Approval, more: usize) -> Paragraph<'static> {
 
 pub fn draw(frame: &mut Frame, app: &App) {
     let area = frame.area();
-    let card = app.approvals.front().map(|a| card(a, app.approvals.len() - 1));
-    let card_height = card
-        .as_ref()
-        .map_or(0, |c| (c.line_count(area.width) as u16).min(area.height / 2));
+    let card = app
+        .approvals
+        .front()
+        .map(|a| card(a, app.approvals.len() - 1));
+    let card_height = card.as_ref().map_or(0, |c| {
+        (c.line_count(area.width) as u16).min(area.height / 2)
+    });
     let [top, body, card_area, status, input] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
@@ -145,10 +148,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     let total = text.line_count(body.width);
     let bottom = total.saturating_sub(body.height as usize);
     let offset = bottom.saturating_sub(app.scroll);
-    frame.render_widget(
-        text.scroll((offset.min(u16::MAX as usize) as u16, 0)),
-        body,
-    );
+    frame.render_widget(text.scroll((offset.min(u16::MAX as usize) as u16, 0)), body);
 
     if let Some(card) = card {
         frame.render_widget(card, card_area);

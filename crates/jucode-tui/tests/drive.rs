@@ -144,7 +144,10 @@ async fn a_turn_typed_in_the_tui_is_answered_saved_and_resumed() {
     // A command in manual mode waits for the person: `y` runs it.
     tui.type_line("RUN: echo tui-ran");
     let card = tui.shows("bash wants to run").await;
-    assert!(card.contains("y allow  n deny  a always allow bash"), "{card}");
+    assert!(
+        card.contains("y allow  n deny  a always allow bash"),
+        "{card}"
+    );
     tui.key(KeyCode::Char('y'), KeyModifiers::NONE);
     tui.shows("tool said: tui-ran").await;
     tui.shows("ready · Enter sends").await;
@@ -168,9 +171,9 @@ async fn a_turn_typed_in_the_tui_is_answered_saved_and_resumed() {
         "{saved:?}"
     );
     assert!(
-        saved
-            .iter()
-            .any(|i| matches!(i, TranscriptItem::Tool { output, .. } if output.contains("tui-ran"))),
+        saved.iter().any(
+            |i| matches!(i, TranscriptItem::Tool { output, .. } if output.contains("tui-ran"))
+        ),
         "{saved:?}"
     );
 

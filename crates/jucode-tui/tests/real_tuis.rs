@@ -29,7 +29,9 @@ fn cli(name: &str, var: &str) -> PathBuf {
         return PathBuf::from(bin);
     }
     let mut dirs = vec![root().join("target/peers/npm/node_modules/.bin")];
-    dirs.push(PathBuf::from("/work/main/target/peers/npm/node_modules/.bin"));
+    dirs.push(PathBuf::from(
+        "/work/main/target/peers/npm/node_modules/.bin",
+    ));
     for dir in dirs {
         let bin = dir.join(name);
         if bin.exists() {
@@ -61,7 +63,11 @@ impl Screen {
         drop(pty.slave);
         let mut reader = pty.master.try_clone_reader().unwrap();
         let writer = pty.master.take_writer().unwrap();
-        let parser = Arc::new(Mutex::new(vt100::Parser::new(std::num::NonZero::new(40).unwrap(), std::num::NonZero::new(120).unwrap(), 0)));
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(
+            std::num::NonZero::new(40).unwrap(),
+            std::num::NonZero::new(120).unwrap(),
+            0,
+        )));
         let feed = parser.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
@@ -192,8 +198,8 @@ async fn claude_tui_answers_a_prompt_and_saves_it_under_the_session_id() {
         .join("projects")
         .join(cwd.display().to_string().replace(['/', '.'], "-"))
         .join(format!("{session}.jsonl"));
-    let text = std::fs::read_to_string(&saved)
-        .unwrap_or_else(|e| panic!("{}: {e}", saved.display()));
+    let text =
+        std::fs::read_to_string(&saved).unwrap_or_else(|e| panic!("{}: {e}", saved.display()));
     assert!(text.contains("hello from the pty"), "{text}");
     assert!(text.contains("user said: hello from the pty"), "{text}");
 }
@@ -265,7 +271,12 @@ exporter = "none"
             }
         }
     }
-    assert_eq!(found.len(), 1, "one thread saved under {}", sessions.display());
+    assert_eq!(
+        found.len(),
+        1,
+        "one thread saved under {}",
+        sessions.display()
+    );
     let text = std::fs::read_to_string(&found[0]).unwrap();
     assert!(text.contains("user said: hello from the pty"), "{text}");
 }
