@@ -139,6 +139,11 @@ impl Clients {
         self.map.get(&id).map(|c| c.auth.clone())
     }
 
+    /// Bytes queued for `id` and not yet taken by the front end; `None` once it is gone.
+    pub(crate) fn backlog(&self, id: ClientId) -> Option<usize> {
+        self.map.get(&id).map(|c| c.queued.load(Ordering::Relaxed))
+    }
+
     pub(crate) fn ids(&self) -> Vec<ClientId> {
         self.map.keys().copied().collect()
     }

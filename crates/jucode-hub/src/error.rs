@@ -49,6 +49,8 @@ pub(crate) enum OpError {
     #[error(transparent)]
     Files(#[from] crate::files::FilesError),
     #[error(transparent)]
+    Terminals(#[from] crate::terminals::TermError),
+    #[error(transparent)]
     Timers(#[from] TimerError),
     #[error(transparent)]
     Questions(#[from] QuestionError),

@@ -49,7 +49,7 @@ pub(crate) enum FilesError {
 }
 
 /// The directories a client may read inside, as named in the state (not yet resolved).
-fn known_dirs(inner: &Inner, home: &Path) -> Vec<PathBuf> {
+pub(crate) fn known_dirs(inner: &Inner, home: &Path) -> Vec<PathBuf> {
     let mut dirs = inner.workspaces.project_dirs();
     dirs.extend(inner.sessions.cwds());
     for agent in inner.agents.map.values() {
@@ -61,7 +61,7 @@ fn known_dirs(inner: &Inner, home: &Path) -> Vec<PathBuf> {
 }
 
 /// What is never read, under whichever known directory.
-fn credentials(home: &Path, user_home: &Path) -> Vec<PathBuf> {
+pub(crate) fn credentials(home: &Path, user_home: &Path) -> Vec<PathBuf> {
     vec![
         user_home.join(".ssh"),
         user_home.join(".gnupg"),

@@ -33,6 +33,7 @@ mod router;
 mod schedules;
 mod sessions;
 mod tasks;
+mod terminals;
 mod timers;
 mod usage;
 mod util;
@@ -123,6 +124,7 @@ struct Inner {
     schedules: schedules::Schedules,
     usage: usage::Ledger,
     settings: Settings,
+    terminals: terminals::Terminals,
 }
 
 impl Hub {
@@ -167,6 +169,7 @@ impl Hub {
                 schedules,
                 usage,
                 settings,
+                terminals: Default::default(),
             }),
         });
         // What the last run handed over and never saw reach its session.
@@ -320,6 +323,7 @@ impl Inner {
     /// new watcher counts. Terminates: each round removes a client.
     pub(crate) fn client_gone(&mut self, client: ClientId) {
         self.clients.remove(client);
+        self.terminals.client_gone(client);
         if self.sessions.unwatch_all(client) {
             self.broadcast_sessions();
         }

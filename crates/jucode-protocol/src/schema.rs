@@ -77,6 +77,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<SchedulesOp>(&mut generator, "op"));
     daemon.extend(variants::<UsageOp>(&mut generator, "op"));
     daemon.extend(variants::<FilesOp>(&mut generator, "op"));
+    daemon.extend(variants::<crate::daemon::TerminalsOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

@@ -20,6 +20,7 @@ pub mod questions;
 pub mod reports;
 pub mod schedules;
 pub mod sessions;
+pub mod terminals;
 pub mod timers;
 pub mod usage;
 pub mod workspaces;
@@ -42,6 +43,7 @@ pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
+pub use terminals::TerminalsOp;
 pub use timers::{TimerInfo, TimersOp};
 pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
@@ -164,6 +166,7 @@ pub enum DaemonOp {
     Schedules(SchedulesOp),
     Usage(UsageOp),
     Files(FilesOp),
+    Terminals(TerminalsOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -204,6 +207,7 @@ impl DaemonOp {
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
             Area::Files => read(fields).map(DaemonOp::Files),
+            Area::Terminals => read(fields).map(DaemonOp::Terminals),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -224,6 +228,7 @@ impl DaemonOp {
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
+            DaemonOp::Terminals(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -424,6 +429,22 @@ pub enum DaemonEvent {
         agent: String,
         from: String,
         session: String,
+    },
+    /// `term_open` (and `session_tui`): the terminal's id.
+    TermOpened {
+        term: String,
+    },
+    /// A terminal's output, to the client that opened it only: base64 of at most
+    /// [`terminals::TERM_OUTPUT_FRAME_BYTES`] raw bytes, which may end inside a UTF-8
+    /// character or an escape sequence.
+    TermOutput {
+        term: String,
+        data: String,
+    },
+    /// The shell exited and was reaped; `code` is `null` when a signal killed it.
+    TermExit {
+        term: String,
+        code: Option<i32>,
     },
 }
 

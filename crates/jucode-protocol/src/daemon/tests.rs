@@ -133,6 +133,10 @@ fn the_table_and_the_typed_ops_agree() {
         "session_usage": {"session": "s1"},
         "schedule_usage": {"schedule": "sch-1"},
         "fs_image": {"path": "/tmp/a.png"},
+        "term_open": {"cwd": "~/app", "cols": 100, "rows": 30},
+        "term_input": {"term": "t-1", "data": "bHMK"},
+        "term_resize": {"term": "t-1", "cols": 100, "rows": 30},
+        "term_close": {"term": "t-1"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -167,6 +171,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,
             DaemonOp::Files(_) => Area::Files,
+            DaemonOp::Terminals(_) => Area::Terminals,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
@@ -222,7 +227,7 @@ fn typed_ops_parse_and_name_missing_fields() {
         err.to_string(),
         "push_subscribe: missing field `subscription`"
     );
-    let f = ClientFrame::parse(r#"{"op":"term_open"}"#).unwrap();
+    let f = ClientFrame::parse(r#"{"op":"dispatch_list"}"#).unwrap();
     assert!(DaemonOp::from_frame(&f).is_none());
 }
 
