@@ -80,8 +80,8 @@ where
     S: Stream<Item = std::io::Result<TermEvent>> + Unpin,
 {
     let ops = engine.ops.clone();
-    let send = |op: Value| match op {
-        Value::Object(op) => ops.send(op).is_ok(),
+    let send = |op: &Value| match op {
+        Value::Object(op) => ops.send(op.clone()).is_ok(),
         _ => true,
     };
     let mut input_open = true;
@@ -108,14 +108,13 @@ where
                     }
                 };
                 match action {
-                    Some(Action::Send(op)) => {
-                        if !send(op) {
-                            return Err(TuiError::Stopped("the engine is gone".into()));
-                        }
+                    Some(Action::Send(op)) if !send(&op) => {
+                        return Err(TuiError::Stopped("the engine is gone".into()));
                     }
+                    Some(Action::Send(_)) => {}
                     Some(Action::Quit) => {
                         // The engine saves as it goes; `shutdown` lets it finish cleanly.
-                        let _ = send(serde_json::json!({"op": "shutdown"}));
+                        let _ = send(&serde_json::json!({"op": "shutdown"}));
                     }
                     None => {}
                 }

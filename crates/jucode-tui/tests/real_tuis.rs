@@ -17,8 +17,10 @@ use std::time::Duration;
 use jucode_testsupport::fake_model::FakeModel;
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
-/// Guards against a hung CLI; never a measure of anything.
-const GUARD: Duration = Duration::from_secs(90);
+/// How often the screen is looked at, and how many times before giving up (a guard against a
+/// hung CLI of about 90 s, never a measure of anything).
+const POLL: Duration = Duration::from_millis(100);
+const POLLS: u32 = 900;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -91,17 +93,17 @@ impl Screen {
     }
 
     fn wait_for(&self, text: &str) -> String {
-        let start = std::time::Instant::now();
-        loop {
+        for _ in 0..POLLS {
             let screen = self.contents();
             if screen.contains(text) {
                 return screen;
             }
-            if start.elapsed() > GUARD {
-                panic!("the screen never showed {text:?}; it shows:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(POLL);
         }
+        panic!(
+            "the screen never showed {text:?}; it shows:\n{}",
+            self.contents()
+        );
     }
 
     fn send(&mut self, bytes: &[u8]) {
@@ -121,18 +123,15 @@ impl Screen {
     }
 
     fn wait_exit(&mut self) -> portable_pty::ExitStatus {
-        let start = std::time::Instant::now();
-        loop {
+        for _ in 0..POLLS {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            if start.elapsed() > GUARD {
-                let screen = self.contents();
-                let _ = self.child.kill();
-                panic!("the CLI did not exit; it shows:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(POLL);
         }
+        let screen = self.contents();
+        let _ = self.child.kill();
+        panic!("the CLI did not exit; it shows:\n{screen}");
     }
 }
 
