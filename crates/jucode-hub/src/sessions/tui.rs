@@ -139,17 +139,12 @@ impl Hub {
             },
         ));
         inner.broadcast(&surface);
-        let items: Vec<TranscriptItem> = match saved {
-            Some(items) => items,
-            None => inner
-                .sessions
-                .map
-                .get(&session)
-                .map(|s| s.view.transcript.clone())
-                .unwrap_or_default(),
-        };
-        let transcript = json!({"type": "transcript", "session": session, "items": items});
-        inner.broadcast(&transcript);
+        // The engine's saved copy when the daemon can read one; otherwise the restarted
+        // engine sends its own `transcript` once it is up (Claude Code, Codex).
+        if let Some(items) = saved {
+            let transcript = json!({"type": "transcript", "session": session, "items": items});
+            inner.broadcast(&transcript);
+        }
     }
 
     /// As `reopen_session`, with the conversation the caller read from the engine's copy, so
