@@ -39,6 +39,8 @@ async function buildInto(out) {
   mkdirSync(out, { recursive: true });
   await build({ ...common, entryPoints: { app: "src/main.tsx" }, outdir: out, format: "esm" });
   await build({ ...common, entryPoints: { sw: "src/sw.ts" }, outdir: out, format: "iife" });
+  // xterm, loaded by the page only when a terminal opens (term.js + term.css).
+  await build({ ...common, entryPoints: { term: "src/term/xterm.ts" }, outdir: out, format: "esm" });
   for (const name of readdirSync(STATIC).sort()) copyFileSync(join(STATIC, name), join(out, name));
 }
 

@@ -311,3 +311,18 @@ async fn a_large_output_arrives_whole_in_frames_of_at_most_64_kib() {
     assert_eq!(encoded.matches('A').count(), 1_333_334);
     assert!(out.contains("AA=="), "the padding is missing");
 }
+
+#[tokio::test]
+async fn the_exit_is_reported_even_while_a_background_process_keeps_the_pty_open() {
+    let env = TestHome::new();
+    let project = env.project("app");
+    let daemon = env.daemon().await;
+    let mut desk = daemon.client().await.unwrap();
+    desk.start_session(&project).await.unwrap();
+    let term = open_ok(&mut desk, &project.display().to_string(), None).await;
+    // The job holds the pty's other side after the shell is gone: no end of file comes.
+    type_in(&mut desk, &term, "sleep 20 & echo \"bg-$((8+8))\"\n").await;
+    output_until(&mut desk, &term, "bg-16").await;
+    type_in(&mut desk, &term, "exit 5\n").await;
+    assert_eq!(exit_of(&mut desk, &term).await, json!(5));
+}

@@ -40,6 +40,8 @@ pub static ASSETS: &[Asset] = &[
     asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("app.css", "text/css; charset=utf-8"),
     asset!("sw.js", "text/javascript; charset=utf-8"),
+    asset!("term.js", "text/javascript; charset=utf-8"),
+    asset!("term.css", "text/css; charset=utf-8"),
     asset!("manifest.webmanifest", "application/manifest+json"),
     asset!("icon.svg", "image/svg+xml"),
 ];

@@ -8,7 +8,8 @@ export type Route =
   | { view: "inbox" }
   | { view: "agents" }
   | { view: "agent"; id: string }
-  | { view: "settings" };
+  | { view: "settings" }
+  | { view: "terminal"; cwd: string };
 
 export function parseRoute(path: string): Route {
   const parts = path.replace(/^\/remote\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -21,6 +22,8 @@ export function parseRoute(path: string): Route {
       return parts[1] ? { view: "agent", id: parts[1] } : { view: "agents" };
     case "settings":
       return { view: "settings" };
+    case "term":
+      return parts[1] ? { view: "terminal", cwd: parts.slice(1).join("/") } : { view: "sessions" };
     default:
       return { view: "sessions" };
   }
@@ -34,6 +37,8 @@ export function routePath(r: Route): string {
       return `/remote/s/${encodeURIComponent(r.id)}`;
     case "agent":
       return `/remote/agents/${encodeURIComponent(r.id)}`;
+    case "terminal":
+      return `/remote/term/${encodeURIComponent(r.cwd)}`;
     default:
       return `/remote/${r.view}`;
   }

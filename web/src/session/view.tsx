@@ -251,6 +251,11 @@ export function SessionView({ id }: { id: string }) {
             ))}
           </select>
         </label>
+        {meta && !meta.chat && typeof meta.cwd === "string" && (
+          <button type="button" aria-label="Open a terminal in this session's directory" onClick={() => navigate({ view: "terminal", cwd: String(meta.cwd) })}>
+            Terminal
+          </button>
+        )}
         {meta?.open ? (
           <button type="button" onClick={() => post("session_close", { session: id })}>
             Close

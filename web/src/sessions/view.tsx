@@ -144,6 +144,11 @@ function NewSession({ onDone }: { onDone: () => void }) {
         <button type="submit" disabled={busy || (kind === "project" && !cwd.trim())}>
           Create
         </button>
+        {kind === "project" && (
+          <button type="button" disabled={!cwd.trim()} onClick={() => navigate({ view: "terminal", cwd: cwd.trim() })}>
+            Open a terminal
+          </button>
+        )}
         <button type="button" onClick={onDone}>
           Cancel
         </button>

@@ -11,6 +11,7 @@ import { waitingCount } from "../inbox/model";
 import { AgentsView, AgentView } from "../agents/view";
 import { SettingsView } from "../settings/view";
 import { Refused } from "./welcome";
+import { TerminalView } from "../term/view";
 
 interface Tab {
   view: Route["view"];
@@ -85,6 +86,7 @@ export function App() {
         {route.view === "agents" && <AgentsView />}
         {route.view === "agent" && <AgentView id={route.id} />}
         {route.view === "settings" && <SettingsView />}
+        {route.view === "terminal" && <TerminalView key={route.cwd} cwd={route.cwd} />}
       </main>
     </div>
   );

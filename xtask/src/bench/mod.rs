@@ -7,6 +7,7 @@ mod messages;
 mod page;
 mod paths;
 mod seat;
+mod terminals;
 mod timers;
 mod usage;
 
@@ -39,6 +40,8 @@ struct Sizes {
     messages: usize,
     /// Turns in the usage ledger.
     usage_turns: usize,
+    /// The terminal bench.
+    terminals: terminals::Sizes,
 }
 
 const FULL: Sizes = Sizes {
@@ -58,6 +61,10 @@ const FULL: Sizes = Sizes {
     },
     messages: 300,
     usage_turns: 1_000_000,
+    terminals: terminals::Sizes {
+        bytes: 64 * 1024 * 1024,
+        keys: 500,
+    },
 };
 
 const QUICK: Sizes = Sizes {
@@ -77,6 +84,10 @@ const QUICK: Sizes = Sizes {
     },
     messages: 30,
     usage_turns: 50_000,
+    terminals: terminals::Sizes {
+        bytes: 16 * 1024 * 1024,
+        keys: 100,
+    },
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -240,6 +251,42 @@ async fn run_all(options: Options) -> Result<bool> {
         );
     }
     paths::run(&sizes.paths).await?;
+
+    println!();
+    let t = terminals::run(&bins, &sizes.terminals)
+        .await
+        .context("terminal bench")?;
+    println!(
+        "terminals{mode}: {} MiB pty → client, and {} keystrokes echoed; reference: the same shell command on a raw pty read in-process; goals: throughput ratio ≥ 0.60, echo p99 ≤ 5 ms added",
+        t.bytes / (1024 * 1024),
+        t.keys
+    );
+    println!(
+        "{:>16}  {:>16}  {:>6}",
+        "daemon MiB/s", "raw pty MiB/s", "ratio"
+    );
+    let mib = |r: f64| r / (1024.0 * 1024.0);
+    println!(
+        "{:>16.1}  {:>16.1}  {:>6.2}",
+        mib(t.throughput.0),
+        mib(t.throughput.1),
+        t.throughput.0 / t.throughput.1.max(1e-9)
+    );
+    println!(
+        "{:>6}  {:>12}  {:>12}  {:>10}",
+        "echo", "daemon", "raw pty", "added"
+    );
+    for (name, d, r) in [
+        ("p50", t.echo.0.0, t.echo.1.0),
+        ("p99", t.echo.0.1, t.echo.1.1),
+    ] {
+        println!(
+            "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
+            millis(d),
+            millis(r),
+            (d.as_secs_f64() - r.as_secs_f64()) * 1000.0
+        );
+    }
 
     println!();
     let rest = timers::run(&bins, &sizes.timers).await?;

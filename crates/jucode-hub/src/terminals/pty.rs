@@ -3,7 +3,8 @@
 //! a background process could keep open forever.
 //!
 //! The pump batches output: output after a quiet spell (nothing sent for
-//! [`TERM_OUTPUT_QUIET_MS`]) goes out at once, so a keystroke's echo is not delayed; output
+//! [`TERM_OUTPUT_QUIET_MS`]) or after the client typed goes out at once, so a keystroke's echo
+//! is not delayed; output
 //! behind it waits until [`TERM_OUTPUT_QUIET_MS`] pass without more, [`MAX_DELAY`] pass, or
 //! [`TERM_OUTPUT_FRAME_BYTES`] are waiting. It stops reading while the owner has more than
 //! [`BACKLOG_PAUSE`] bytes queued, so a slow client blocks the shell's writes instead of growing
@@ -13,6 +14,7 @@
 use std::io;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -195,7 +197,8 @@ impl Running {
         tokio::task::spawn_blocking(move || {
             let _ = reaped_tx.send(exit_code(child.wait()));
         });
-        let writer = tokio::spawn(write_input(fd.clone(), input));
+        let typed = Arc::new(AtomicBool::new(false));
+        let writer = tokio::spawn(write_input(fd.clone(), input, typed.clone()));
         let pump = Pump {
             hub,
             id,
@@ -204,13 +207,34 @@ impl Running {
             group,
             buf: Vec::with_capacity(TERM_OUTPUT_FRAME_BYTES),
             paused: false,
+            typed,
         };
         tokio::spawn(pump.run(close, reaped, writer, exit));
     }
 }
 
+/// Reads what the pty has now, up to `buf`'s length: a pty hands over a few KiB a read, so
+/// one wake-up takes several. `WouldBlock` only when nothing at all was there.
+fn read_some(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
+    let mut total = 0;
+    while total < buf.len() {
+        match nix::unistd::read(fd, &mut buf[total..]) {
+            Ok(0) => break,
+            Ok(n) => total += n,
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(_) if total > 0 => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(total)
+}
+
 /// Writes the client's input to the pty in order, waiting while the pty is full.
-async fn write_input(fd: Arc<AsyncFd<OwnedFd>>, mut input: mpsc::Receiver<Vec<u8>>) {
+async fn write_input(
+    fd: Arc<AsyncFd<OwnedFd>>,
+    mut input: mpsc::Receiver<Vec<u8>>,
+    typed: Arc<AtomicBool>,
+) {
     while let Some(bytes) = input.recv().await {
         let mut rest = &bytes[..];
         while !rest.is_empty() {
@@ -218,7 +242,10 @@ async fn write_input(fd: Arc<AsyncFd<OwnedFd>>, mut input: mpsc::Receiver<Vec<u8
                 return;
             };
             match guard.try_io(|f| nix::unistd::write(f.get_ref(), rest).map_err(io::Error::from)) {
-                Ok(Ok(n)) => rest = &rest[n..],
+                Ok(Ok(n)) => {
+                    rest = &rest[n..];
+                    typed.store(true, Ordering::Release);
+                }
                 Ok(Err(e)) if e.kind() == io::ErrorKind::Interrupted => {}
                 // EIO: the shell's side is closed; its exit is on its way.
                 Ok(Err(_)) => return,
@@ -236,6 +263,9 @@ struct Pump {
     group: Option<Pid>,
     buf: Vec<u8>,
     paused: bool,
+    /// Set by the writer: the client typed since the last frame, so what comes now is
+    /// (likely) its echo and goes out at once.
+    typed: Arc<AtomicBool>,
 }
 
 impl Pump {
@@ -276,15 +306,17 @@ impl Pump {
                         eof = true;
                         continue;
                     };
-                    let read = guard.try_io(|f| {
-                        nix::unistd::read(f.get_ref(), &mut chunk[..room]).map_err(io::Error::from)
-                    });
+                    let read = guard.try_io(|f| read_some(f.get_ref(), &mut chunk[..room]));
                     match read {
                         Ok(Ok(0)) => eof = true,
                         Ok(Ok(n)) => {
                             let first = self.buf.is_empty();
                             self.buf.extend_from_slice(&chunk[..n]);
-                            if (first && hold.is_none()) || self.buf.len() >= TERM_OUTPUT_FRAME_BYTES {
+                            let echo = self.typed.swap(false, Ordering::AcqRel);
+                            if echo
+                                || (first && hold.is_none())
+                                || self.buf.len() >= TERM_OUTPUT_FRAME_BYTES
+                            {
                                 // A keystroke's echo after a quiet spell, or a full frame.
                                 self.flush(code.is_none());
                                 (quiet, oldest) = (None, None);
