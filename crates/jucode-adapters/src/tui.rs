@@ -120,6 +120,45 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_a_plain_codex_began_becomes_the_sessions() {
+        use jucode_engine::EngineFactory as _;
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::AdapterConfig {
+            jucode_home: dir.path().join("jucode"),
+            user_home: dir.path().join("home"),
+        };
+        let engine = crate::codex::CodexEngine::new(config);
+        let cwd = "/srv/w/t";
+        let write = |thread: &str| {
+            let file = dir.path().join(format!(
+                "home/.codex/sessions/2026/12/02/rollout-2026-12-02T05-00-00-{thread}.jsonl"
+            ));
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            let meta = serde_json::json!({"type":"session_meta","payload":{"id":thread,"cwd":cwd}});
+            std::fs::write(&file, format!("{meta}\n")).unwrap();
+        };
+        write("01old");
+        let spec = TuiSpec {
+            session: "s-new".into(),
+            cwd: PathBuf::from(cwd),
+            extra_dirs: Vec::new(),
+            approval_mode: None,
+            model: None,
+        };
+        let before = engine.saved_conversations(&spec.cwd);
+        assert_eq!(before.len(), 1);
+        // Nothing new: the session keeps its own id.
+        engine.tui_finished(&spec, &before);
+        assert_eq!(engine.thread_for("s-new"), "s-new");
+        write("01new");
+        engine.tui_finished(&spec, &before);
+        assert_eq!(engine.thread_for("s-new"), "01new");
+        // Saved now: resumed next time, not searched again.
+        engine.tui_finished(&spec, &[]);
+        assert_eq!(engine.thread_for("s-new"), "01new");
+    }
+
+    #[test]
     fn codex_resumes_its_thread_or_starts_plain() {
         let cmd = codex(
             PathBuf::from("codex"),

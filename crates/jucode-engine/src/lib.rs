@@ -137,6 +137,14 @@ pub trait EngineFactory: Send + Sync {
         let _ = spec;
         None
     }
+
+    /// The TUI of `spec` exited. `before` is what [`EngineFactory::saved_conversations`]
+    /// listed for its directory just before it started: an engine whose TUI may have begun a
+    /// new conversation (plain `codex`) links that one to the session here, so the engine
+    /// resumes it. Called off the async threads.
+    fn tui_finished(&self, spec: &TuiSpec, before: &[SavedConversation]) {
+        let _ = (spec, before);
+    }
 }
 
 /// What the TUI hand-off knows of the session it moves into the engine's TUI.

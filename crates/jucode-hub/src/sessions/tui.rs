@@ -11,7 +11,7 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use jucode_engine::{TuiCommand, TuiSpec};
+use jucode_engine::{SavedConversation, TuiCommand, TuiSpec};
 use jucode_protocol::ApprovalMode;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
 use jucode_protocol::serve::TranscriptItem;
@@ -102,13 +102,22 @@ impl Hub {
 
     /// The TUI exited: the engine starts again on the conversation as its engine saved it,
     /// then every client hears `surface: gui` and gets the fresh transcript.
-    async fn tui_exited(self: &Arc<Self>, session: String, engine: String) {
+    async fn tui_exited(
+        self: &Arc<Self>,
+        session: String,
+        engine: String,
+        spec: TuiSpec,
+        before: Vec<SavedConversation>,
+    ) {
         let saved = match self.engine_factory(&engine) {
             Ok(factory) => {
                 let id = session.clone();
-                tokio::task::spawn_blocking(move || factory.saved_transcript(&id))
-                    .await
-                    .unwrap_or_default()
+                tokio::task::spawn_blocking(move || {
+                    factory.tui_finished(&spec, &before);
+                    factory.saved_transcript(&id)
+                })
+                .await
+                .unwrap_or_default()
             }
             Err(_) => None,
         };
@@ -174,15 +183,27 @@ impl Hub {
     }
 }
 
-/// Finds the engine's TUI command off the async threads.
-async fn command(hub: &Arc<Hub>, engine: &str, spec: TuiSpec) -> Result<TuiCommand, SessionError> {
+/// Finds the engine's TUI command, and the conversations saved in its directory now, off the
+/// async threads.
+async fn command(
+    hub: &Arc<Hub>,
+    engine: &str,
+    spec: TuiSpec,
+) -> Result<(TuiCommand, Vec<SavedConversation>), SessionError> {
     let factory = hub.engine_factory(engine)?;
     let name = engine.to_string();
-    tokio::task::spawn_blocking(move || factory.tui_command(&spec))
-        .await
-        .map_err(|e| SessionError::TuiUnavailable(format!("{name}: {e}")))?
-        .ok_or(SessionError::NoTui(name))?
-        .map_err(SessionError::from)
+    let (command, before) = tokio::task::spawn_blocking(move || {
+        let command = factory.tui_command(&spec);
+        let before = match command {
+            Some(Ok(_)) => factory.saved_conversations(&spec.cwd),
+            _ => Vec::new(),
+        };
+        (command, before)
+    })
+    .await
+    .map_err(|e| SessionError::TuiUnavailable(format!("{name}: {e}")))?;
+    let command = command.ok_or(SessionError::NoTui(name))??;
+    Ok((command, before))
 }
 
 pub(super) async fn session_tui(cx: &OpCx<'_>, req: TuiRequest) -> Result<(), SessionError> {
@@ -242,21 +263,18 @@ pub(super) async fn session_tui(cx: &OpCx<'_>, req: TuiRequest) -> Result<(), Se
         hub.tui_spec(&inner, &session)
     };
     // Asked again now the engine is gone: it may have saved the conversation meanwhile.
-    let command = match spec {
-        Ok(spec) => command(hub, &engine, spec).await,
-        Err(e) => Err(e),
+    let found = match &spec {
+        Ok(spec) => command(hub, &engine, spec.clone()).await,
+        Err(e) => Err(SessionError::TuiUnavailable(e.to_string())),
     };
-    let command = match command {
-        Ok(command) => command,
-        Err(e) => {
+    let (command, before, spec) = match (found, spec) {
+        (Ok((command, before)), Ok(spec)) => (command, before, spec),
+        (Err(e), _) | (_, Err(e)) => {
             hub.tui_abandoned(&session, was_running);
             return Err(e);
         }
     };
-    let cwd = match hub.lock().sessions.get(&session) {
-        Ok(s) => s.cwd.clone(),
-        Err(e) => return Err(e),
-    };
+    let cwd = spec.cwd.clone();
     let process = ProcessSpec {
         program: command.program.into_os_string(),
         args: command.args.into_iter().map(OsString::from).collect(),
@@ -310,7 +328,7 @@ pub(super) async fn session_tui(cx: &OpCx<'_>, req: TuiRequest) -> Result<(), Se
         // Fires when the TUI was reaped, whatever ended it (the user, term_close, the
         // client leaving); a dropped sender means the same.
         let _ = opened.exited.await;
-        hub.tui_exited(session, engine).await;
+        hub.tui_exited(session, engine, spec, before).await;
     });
     Ok(())
 }
