@@ -30,17 +30,12 @@ fn cli(name: &str, var: &str) -> PathBuf {
     if let Some(bin) = std::env::var_os(var) {
         return PathBuf::from(bin);
     }
-    let mut dirs = vec![root().join("target/peers/npm/node_modules/.bin")];
-    dirs.push(PathBuf::from(
-        "/work/main/target/peers/npm/node_modules/.bin",
-    ));
-    for dir in dirs {
-        let bin = dir.join(name);
-        if bin.exists() {
-            return bin;
-        }
-    }
-    panic!("{name} is not installed: run scripts/install-engines.sh or set {var}");
+    let bin = root().join("target/peers/npm/node_modules/.bin").join(name);
+    assert!(
+        bin.exists(),
+        "{name} is not installed: run scripts/install-engines.sh or set {var}"
+    );
+    bin
 }
 
 /// A CLI on an 120×40 pty, its screen kept by a vt100 parser.
