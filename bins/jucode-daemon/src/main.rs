@@ -1,7 +1,8 @@
 //! `jucode-daemon`: parses arguments and runs the daemon ([`jucode_server::run`]), or with
 //! `serve`, one session of the built-in engine over stdin/stdout ([`serve`]), or with
 //! `agent-mcp`, the agent tools' stdio MCP server ([`jucode_agent_mcp`]), or with `open`, a
-//! signed-in link to the remote page ([`open`]).
+//! signed-in link to the remote page ([`open`]), or with `tui`, the built-in engine in a
+//! terminal interface ([`tui`]).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,6 +17,7 @@ mod open;
 mod relay_admin;
 mod serve;
 mod service;
+mod tui;
 
 /// The hosted relay, used when the relay is turned on and no --relay is given.
 const DEFAULT_RELAY: &str = "wss://app.jucode.net/relay/v1";
@@ -90,15 +92,35 @@ enum Cmd {
     /// daemon starts it; it reads JUCODE_AGENT_URL and JUCODE_AGENT_CAPABILITY).
     #[command(hide = true)]
     AgentMcp,
+    /// A terminal interface of the built-in jucode engine: a new conversation in the current
+    /// directory (or --cwd), or the one --resume names.
+    Tui {
+        /// Continue this conversation (one not saved yet starts under this id).
+        #[arg(long)]
+        resume: Option<String>,
+        /// The directory the session works in (default: the current directory).
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        /// Another directory the session may work in (repeatable).
+        #[arg(long = "add-dir")]
+        add_dir: Vec<PathBuf>,
+        /// manual, auto-edit, auto or full-access.
+        #[arg(long)]
+        approval_mode: Option<String>,
+        /// The model to use instead of config.json's.
+        #[arg(long)]
+        model: Option<String>,
+    },
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
     // serve's stdout is the protocol: logs go to stderr, quieter by default.
-    let default_filter = if args.command.is_some() {
-        "warn"
-    } else {
-        "info"
+    let default_filter = match args.command {
+        // A log line on stderr would be drawn over the TUI's screen: its errors are shown in it.
+        Some(Cmd::Tui { .. }) => "off",
+        Some(_) => "warn",
+        None => "info",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
@@ -163,6 +185,30 @@ fn main() -> Result<()> {
                 _ => relay_admin::pair(args.listen, args.home).await,
             }
         });
+    }
+    if let Some(Cmd::Tui {
+        resume,
+        cwd,
+        add_dir,
+        approval_mode,
+        model,
+    }) = args.command
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        let result = runtime.block_on(tui::run(tui::TuiCmd {
+            resume,
+            cwd,
+            extra_dirs: add_dir,
+            approval_mode,
+            model,
+            home: args.home,
+        }));
+        // crossterm's input reader may still wait on the terminal: do not wait for it.
+        runtime.shutdown_background();
+        return result;
     }
     if let Some(Cmd::Serve {
         session,

@@ -83,6 +83,21 @@ impl EngineFactory for ClaudeEngine {
         true
     }
 
+    fn tui_command(
+        &self,
+        spec: &jucode_engine::TuiSpec,
+    ) -> Option<Result<jucode_engine::TuiCommand, EngineError>> {
+        let options = EngineOptions::default();
+        let found =
+            crate::discover::find_binary("claude", "CLAUDE_BIN", &options, &self.config.user_home);
+        let config_dir = options
+            .env_var("CLAUDE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.config.user_home.join(".claude"));
+        let saved = transcript_exists(&config_dir, &spec.session);
+        Some(found.map(|program| crate::tui::claude(program, spec, saved)))
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let options = EngineOptions::parse(&spec.options)?;
         let flags = Flags::from_options(&spec.options)?;

@@ -142,6 +142,51 @@ impl EngineFactory for CodexEngine {
         true
     }
 
+    fn tui_command(
+        &self,
+        spec: &jucode_engine::TuiSpec,
+    ) -> Option<Result<jucode_engine::TuiCommand, EngineError>> {
+        let options = EngineOptions::default();
+        let found =
+            crate::discover::find_binary("codex", "CODEX_BIN", &options, &self.config.user_home);
+        let thread = self.thread_for(&spec.session);
+        let saved = self
+            .saved_conversations(&spec.cwd)
+            .iter()
+            .any(|c| c.session == thread);
+        let thread = saved.then_some(thread.as_str());
+        Some(found.map(|program| crate::tui::codex(program, spec, thread)))
+    }
+
+    /// A plain `codex` began a thread of its own: the newest one that was not there before is
+    /// this session's from now on.
+    fn tui_finished(
+        &self,
+        spec: &jucode_engine::TuiSpec,
+        before: &[jucode_engine::SavedConversation],
+    ) {
+        let thread = self.thread_for(&spec.session);
+        let now = self.saved_conversations(&spec.cwd);
+        if now.iter().any(|c| c.session == thread) {
+            return;
+        }
+        let Some(new) = now
+            .iter()
+            .filter(|c| !before.iter().any(|b| b.session == c.session))
+            .max_by_key(|c| c.updated_at)
+        else {
+            return;
+        };
+        if let Err(e) =
+            ThreadMap::path(&self.config).insert(&self.map_lock, &spec.session, &new.session)
+        {
+            tracing::warn!(
+                session = spec.session,
+                "could not record the TUI's thread: {e}"
+            );
+        }
+    }
+
     /// Codex keeps thread names; `rename` sets one.
     fn keeps_titles(&self) -> bool {
         true

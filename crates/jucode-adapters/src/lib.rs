@@ -29,6 +29,7 @@ pub mod discover;
 pub mod history;
 pub mod options;
 mod runs;
+pub mod tui;
 mod turns;
 
 use std::path::PathBuf;

@@ -211,6 +211,26 @@ impl EngineFactory for JucodeEngine {
         log::saved_transcript(&self.home.join("sessions"), session)
     }
 
+    /// `jucode-daemon tui --resume <id>`: this engine in the daemon binary's own TUI (or
+    /// `JUCODE_BIN`'s), saving to the same log, so the daemon reloads its turns.
+    fn tui_command(
+        &self,
+        spec: &jucode_engine::TuiSpec,
+    ) -> Option<Result<jucode_engine::TuiCommand, EngineError>> {
+        let program = match std::env::var_os("JUCODE_BIN").filter(|b| !b.is_empty()) {
+            Some(bin) => PathBuf::from(bin),
+            None => match std::env::current_exe() {
+                Ok(exe) => exe,
+                Err(e) => {
+                    return Some(Err(EngineError::Unavailable(format!(
+                        "cannot find the daemon binary for its TUI: {e}"
+                    ))));
+                }
+            },
+        };
+        Some(Ok(tui_args(&self.home, spec, program)))
+    }
+
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
         let (handle, ops, events) = jucode_engine::channel();
         let options = read_options(&spec.options);
@@ -341,11 +361,85 @@ impl EngineFactory for JucodeEngine {
     }
 }
 
+/// The TUI's command line: the conversation, its directories, mode and model, and this home.
+fn tui_args(
+    home: &Path,
+    spec: &jucode_engine::TuiSpec,
+    program: PathBuf,
+) -> jucode_engine::TuiCommand {
+    let mut args = vec![
+        "tui".to_string(),
+        "--resume".to_string(),
+        spec.session.clone(),
+        "--cwd".to_string(),
+        spec.cwd.display().to_string(),
+    ];
+    for dir in &spec.extra_dirs {
+        args.push("--add-dir".into());
+        args.push(dir.display().to_string());
+    }
+    // Plan is not a jucode mode (read_options warns and uses manual): the TUI does the same.
+    if let Some(mode) = spec.approval_mode.filter(|m| *m != ApprovalMode::Plan) {
+        args.push("--approval-mode".into());
+        args.push(mode.as_str().to_string());
+    }
+    if let Some(model) = &spec.model {
+        args.push("--model".into());
+        args.push(model.clone());
+    }
+    jucode_engine::TuiCommand {
+        program,
+        args,
+        env: vec![("JUCODE_HOME".into(), home.display().to_string())],
+        env_remove: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_tui_resumes_the_conversation_with_its_mode_model_and_home() {
+        let spec = jucode_engine::TuiSpec {
+            session: "s-1".into(),
+            cwd: PathBuf::from("/p"),
+            extra_dirs: vec![PathBuf::from("/q")],
+            approval_mode: Some(ApprovalMode::AutoEdit),
+            model: Some("m".into()),
+        };
+        let cmd = tui_args(Path::new("/h/.jucode"), &spec, PathBuf::from("/bin/jd"));
+        assert_eq!(
+            cmd.args,
+            [
+                "tui",
+                "--resume",
+                "s-1",
+                "--cwd",
+                "/p",
+                "--add-dir",
+                "/q",
+                "--approval-mode",
+                "auto-edit",
+                "--model",
+                "m"
+            ]
+        );
+        assert_eq!(
+            cmd.env,
+            [("JUCODE_HOME".to_string(), "/h/.jucode".to_string())]
+        );
+        let plan = jucode_engine::TuiSpec {
+            approval_mode: Some(ApprovalMode::Plan),
+            model: None,
+            extra_dirs: Vec::new(),
+            ..spec
+        };
+        let cmd = tui_args(Path::new("/h"), &plan, PathBuf::from("/bin/jd"));
+        assert_eq!(cmd.args, ["tui", "--resume", "s-1", "--cwd", "/p"]);
+    }
 
     #[test]
     fn options_take_aliases_and_warn_about_the_rest() {

@@ -131,6 +131,43 @@ pub trait EngineFactory: Send + Sync {
         let _ = cwd;
         Vec::new()
     }
+
+    /// The engine's own terminal interface on `spec`'s conversation, for the TUI hand-off
+    /// (`session_tui`): `None` when this kind of engine has none. Called off the async
+    /// threads (it may look for a binary and a saved conversation on disk).
+    fn tui_command(&self, spec: &TuiSpec) -> Option<Result<TuiCommand, EngineError>> {
+        let _ = spec;
+        None
+    }
+
+    /// The TUI of `spec` exited. `before` is what [`EngineFactory::saved_conversations`]
+    /// listed for its directory just before it started: an engine whose TUI may have begun a
+    /// new conversation (plain `codex`) links that one to the session here, so the engine
+    /// resumes it. Called off the async threads.
+    fn tui_finished(&self, spec: &TuiSpec, before: &[SavedConversation]) {
+        let _ = (spec, before);
+    }
+}
+
+/// What the TUI hand-off knows of the session it moves into the engine's TUI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuiSpec {
+    pub session: String,
+    pub cwd: PathBuf,
+    pub extra_dirs: Vec<PathBuf>,
+    /// The session's approval mode and model as its engine last reported them.
+    pub approval_mode: Option<jucode_protocol::ApprovalMode>,
+    pub model: Option<String>,
+}
+
+/// A program to run on a pty for the TUI hand-off: started in the session's directory with the
+/// daemon's environment plus `env`, less every name in `env_remove`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TuiCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub env_remove: Vec<String>,
 }
 
 /// A conversation an engine keeps on disk.

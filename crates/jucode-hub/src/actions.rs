@@ -192,6 +192,14 @@ impl Actions {
     }
 
     /// Records a client's decision, before the engine hears of it.
+    /// The session an action belongs to, when it is known.
+    pub(crate) fn session_of(&self, id: &str) -> Option<String> {
+        self.map
+            .get(id)
+            .and_then(|a| a.session())
+            .map(str::to_string)
+    }
+
     pub(crate) fn decide(&mut self, id: &str, allow: bool) -> Result<Decided, ActionError> {
         let action = self
             .map

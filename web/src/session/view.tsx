@@ -10,6 +10,7 @@ import { DiffLines, Row, type RowUi } from "./items";
 import { VList } from "./vlist";
 import { Composer } from "./composer";
 import { messageFields, type Uploaded } from "../uploads/model";
+import { TuiDock, hasTui, openTui, useSurface } from "../tui/tui";
 import { SessionList, sessionTitle } from "../sessions/view";
 import "./session.css";
 
@@ -117,6 +118,8 @@ export function SessionView({ id }: { id: string }) {
   const [pinned, setPinned] = useState(true);
   const [err, setErr] = useState("");
   const control = useRef<{ toBottom?: () => void }>({});
+  const [tuiTerm, setTuiTerm] = useState<string | null>(null);
+  const inTui = useSurface(id).surface === "tui" || tuiTerm !== null;
 
   useEffect(() => {
     cur.current = emptyState();
@@ -260,7 +263,21 @@ export function SessionView({ id }: { id: string }) {
             Terminal
           </button>
         )}
-        {meta?.open ? (
+        {hasTui(meta) && !inTui && (
+          <button
+            type="button"
+            aria-label="Open this conversation in its engine's terminal interface"
+            onClick={() =>
+              openTui(id, s.busy).then(
+                (term) => term && setTuiTerm(term),
+                (e: Error) => setErr(e.message),
+              )
+            }
+          >
+            Open in terminal
+          </button>
+        )}
+        {inTui ? null : meta?.open ? (
           <button type="button" onClick={() => post("session_close", { session: id })}>
             Close
           </button>
@@ -271,7 +288,7 @@ export function SessionView({ id }: { id: string }) {
         )}
       </header>
       {!meta && <p class="notice error">This session is not in the daemon's list (hidden, or unknown).</p>}
-      {meta && !meta.open && (
+      {meta && !meta.open && !inTui && (
         <p class="notice info" data-testid="closed-note">
           This session is not running. Open it (or send a message) to continue.
         </p>
@@ -314,7 +331,8 @@ export function SessionView({ id }: { id: string }) {
       <div class="sr-only" role="status" aria-live="polite">
         {s.approvals.length ? `Waiting for your answer: ${s.approvals[0]!.name}` : s.busy ? "Working" : "Ready"}
       </div>
-      <Composer
+      <TuiDock session={id} term={tuiTerm} onDone={() => setTuiTerm(null)} />
+      {!inTui && <Composer
         key={id}
         commands={s.commands}
         busy={s.busy}
@@ -322,7 +340,7 @@ export function SessionView({ id }: { id: string }) {
         onSend={send}
         onInterrupt={() => post("interrupt", { session: id })}
         onSteer={() => post("steer", { session: id })}
-      />
+      />}
     </section>
     </div>
   );

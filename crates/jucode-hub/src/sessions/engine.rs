@@ -98,6 +98,7 @@ impl Hub {
         inner: &mut Inner,
         session: &str,
     ) -> Result<(), SessionError> {
+        inner.sessions.not_in_tui(session)?;
         let s = inner.sessions.get(session)?;
         let record = Record::Open {
             session: session.to_string(),
@@ -415,7 +416,7 @@ impl Hub {
 }
 
 /// The model a session runs on, as its engine last said (`model_status`, else `startup`).
-fn model_of(view: &View) -> Option<String> {
+pub(super) fn model_of(view: &View) -> Option<String> {
     ["model_status", "startup"].iter().find_map(|kind| {
         view.state
             .get(*kind)

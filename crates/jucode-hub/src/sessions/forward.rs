@@ -13,6 +13,7 @@ pub(crate) fn forward(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> 
     let Some(session) = frame.session.as_deref() else {
         return Err(OpError::RequiresSession(frame.op));
     };
+    cx.hub.lock().sessions.not_in_tui(session)?;
     match frame.op.as_str() {
         "decide_action" => return decide_action(cx, &frame),
         "set_attended" => return Err(SessionError::SetAttended.into()),
@@ -67,6 +68,9 @@ fn decide_action(cx: &OpCx<'_>, frame: &ClientFrame) -> Result<(), OpError> {
         _ => return Err(SessionError::DecideUsage.into()),
     };
     let mut inner = hub.lock();
+    if let Some(session) = inner.actions.session_of(action) {
+        inner.sessions.not_in_tui(&session)?;
+    }
     let decided = inner.actions.decide(action, allow)?;
     let list = inner.actions.event();
     cx.broadcast_list(&mut inner, list);

@@ -7,6 +7,7 @@ mod engine;
 mod forward;
 mod log;
 mod ops;
+mod tui;
 mod view;
 
 use std::collections::{BTreeSet, HashMap};
@@ -85,6 +86,16 @@ pub(crate) enum SessionError {
     EnvName(String),
     #[error("options.env: {0} must be a string")]
     EnvValue(String),
+    #[error("session {0} is in its TUI: only watch (its snapshot) is answered until the TUI exits")]
+    InTui(String),
+    #[error("session_tui: an agent's session stays in the daemon")]
+    AgentTui,
+    #[error("session {0} is in a turn: send force: true to stop it and open the TUI")]
+    TuiBusy(String),
+    #[error("session_tui: the {0} engine has no terminal interface")]
+    NoTui(String),
+    #[error("session_tui: {0}")]
+    TuiUnavailable(String),
 }
 
 struct Running {
@@ -114,6 +125,8 @@ pub(crate) struct Session {
     /// The `session_create` reply held until the engine's first `startup` (see
     /// `EngineFactory::opens_at_startup`): the client and its request id.
     created: Option<(ClientId, Option<Value>)>,
+    /// Set while the conversation is in its engine's TUI (`session_tui`).
+    tui: Option<tui::TuiSlot>,
 }
 
 impl Session {
@@ -143,6 +156,7 @@ impl Session {
             busy: false,
             view: View::default(),
             created: None,
+            tui: None,
         }
     }
 
@@ -246,6 +260,14 @@ impl Sessions {
         self.map
             .get(session)
             .ok_or_else(|| SessionError::Unknown(session.to_string()))
+    }
+
+    /// Refuses an op on a session whose conversation is in its TUI.
+    pub(crate) fn not_in_tui(&self, session: &str) -> Result<(), SessionError> {
+        match self.map.get(session) {
+            Some(s) if s.tui.is_some() => Err(SessionError::InTui(session.to_string())),
+            _ => Ok(()),
+        }
     }
 
     fn get_mut(&mut self, session: &str) -> Result<&mut Session, SessionError> {
@@ -459,6 +481,23 @@ pub(crate) async fn handle(cx: &OpCx<'_>, op: SessionsOp) -> Result<(), OpError>
         SessionsOp::SessionClose { session } => ops::close(cx.hub, &session)?,
         SessionsOp::Watch { session } => ops::watch(cx, &session, true)?,
         SessionsOp::Unwatch { session } => ops::watch(cx, &session, false)?,
+        SessionsOp::SessionTui {
+            session,
+            cols,
+            rows,
+            force,
+        } => {
+            tui::session_tui(
+                cx,
+                tui::TuiRequest {
+                    session,
+                    cols,
+                    rows,
+                    force,
+                },
+            )
+            .await?
+        }
     }
     Ok(())
 }

@@ -157,6 +157,7 @@ pub(super) async fn open(cx: &OpCx<'_>, req: OpenRequest) -> Result<(), SessionE
     };
     let engine = {
         let mut inner = hub.lock();
+        inner.sessions.not_in_tui(&req.session)?;
         let known = inner.sessions.map.get(&req.session);
         let engine = req
             .engine
@@ -228,6 +229,7 @@ pub(super) async fn open(cx: &OpCx<'_>, req: OpenRequest) -> Result<(), SessionE
 
 pub(super) fn close(hub: &Hub, session: &str) -> Result<(), SessionError> {
     let inner = hub.lock();
+    inner.sessions.not_in_tui(session)?;
     let s = inner.sessions.get(session)?;
     let Some(running) = &s.running else {
         return Err(SessionError::NotOpen(session.to_string()));
@@ -247,6 +249,7 @@ pub(super) fn meta(
 ) -> Result<(), SessionError> {
     let hub = cx.hub;
     let mut inner = hub.lock();
+    inner.sessions.not_in_tui(session)?;
     let engine = inner.sessions.get(session)?.engine.clone();
     let at = hub.config.clock.now_ms();
     inner.sessions.append(&Record::Meta {
@@ -290,6 +293,7 @@ pub(super) fn watch(cx: &OpCx<'_>, session: &str, on: bool) -> Result<(), Sessio
                 .into_iter()
                 .map(|e| Value::Object(e.0)),
         );
+        frames.extend(s.surface_frame());
     } else if s.watchers.remove(&cx.client) && s.watchers.is_empty() {
         s.send(set_attended(false));
     }

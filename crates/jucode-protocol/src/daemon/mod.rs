@@ -509,6 +509,17 @@ pub enum DaemonEvent {
         term: String,
         code: Option<i32>,
     },
+    /// Where a session's conversation is worked on, to every client: `tui` (in the engine's
+    /// own terminal interface, on terminal `term` of connection `client`) or `gui` (back in
+    /// the daemon's clients).
+    Surface {
+        session: String,
+        surface: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        term: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<u64>,
+    },
 }
 
 /// A frame on its way to a client: a daemon event, with the request id when it is a reply.

@@ -131,7 +131,7 @@ pub static OPS: &[OpSpec] = &[
     op("session_create", Sessions, true),
     of_session("session_open", Sessions, true),
     of_session("session_close", Sessions, true),
-    of_session("session_tui", Sessions, false),
+    of_session("session_tui", Sessions, true),
     of_session("watch", Sessions, true),
     of_session("unwatch", Sessions, true),
     op("actions_list", Actions, true),

@@ -79,6 +79,17 @@ pub enum SessionsOp {
     Unwatch {
         session: String,
     },
+    /// Moves the conversation into its engine's own terminal interface on a pty.
+    SessionTui {
+        session: String,
+        #[serde(default)]
+        cols: Option<i64>,
+        #[serde(default)]
+        rows: Option<i64>,
+        /// Stop a running turn rather than be refused.
+        #[serde(default)]
+        force: bool,
+    },
 }
 
 impl SessionsOp {

@@ -143,6 +143,7 @@ fn the_table_and_the_typed_ops_agree() {
         "term_input": {"term": "t-1", "data": "bHMK"},
         "term_resize": {"term": "t-1", "cols": 100, "rows": 30},
         "term_close": {"term": "t-1"},
+        "session_tui": {"session": "s1", "cols": 120, "rows": 40, "force": true},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
