@@ -32,6 +32,7 @@ mod reports;
 mod router;
 mod schedules;
 mod sessions;
+mod skills;
 mod tasks;
 mod timers;
 mod usage;
@@ -54,6 +55,7 @@ pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
 };
+pub use skills::{CatalogFuture, InstallFuture, SkillCatalog, Skills, valid_id as valid_skill_id};
 pub use usage::{Billing, Charge, ChargesFuture};
 
 /// What the hub needs from its host.
@@ -76,6 +78,14 @@ pub struct HubConfig {
     pub agent_mcp: AgentMcp,
     /// The signed-in gateway account's charges lookup; `None` leaves gateway amounts `null`.
     pub billing: Option<Arc<dyn Billing>>,
+    /// What the host reaches over the network for the hub (skill sources); none by default.
+    pub online: Online,
+}
+
+/// Network services the host provides, so the hub stays free of HTTP.
+#[derive(Default, Clone)]
+pub struct Online {
+    pub skills: Option<Arc<dyn Skills>>,
 }
 
 /// Why the hub could not start.

@@ -10,7 +10,7 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
     ClientId, Hub, actions, agents, devices, files, mcp, messages, questions, reports, schedules,
-    sessions, timers, to_value, usage, workspaces,
+    sessions, skills, timers, to_value, usage, workspaces,
 };
 
 impl Hub {
@@ -81,5 +81,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Schedules(op) => schedules::handle(cx, op),
         DaemonOp::Usage(op) => usage::handle(cx, op),
         DaemonOp::Files(op) => files::handle(cx, op),
+        DaemonOp::Skills(op) => skills::handle(cx, op),
     }
 }

@@ -10,6 +10,7 @@
 mod agent;
 pub mod billing;
 pub mod http;
+pub mod skills;
 pub mod ws;
 
 use std::future::Future;
@@ -222,6 +223,13 @@ pub async fn run(
     );
     let relay = options.relay.clone();
     let gateway_home = home.clone();
+    let account = billing::load_account(&gateway_home);
+    let online = jucode_hub::Online {
+        skills: skills::SkillSources::new(gateway_home.clone(), account.clone())
+            .map_err(|e| tracing::error!("skill sources' HTTP client: {e}"))
+            .ok()
+            .map(|s| Arc::new(s) as Arc<dyn jucode_hub::Skills>),
+    };
     let version = options.version.clone();
     let server = Server::bind(ServerConfig {
         listen: options.listen,
@@ -238,7 +246,8 @@ pub async fn run(
                 program: std::env::current_exe().ok(),
                 url: None,
             },
-            billing: billing::load_account(&gateway_home).and_then(|account| {
+            online,
+            billing: account.and_then(|account| {
                 billing::GatewayBilling::new(account)
                     .map_err(|e| tracing::error!("gateway billing client: {e}"))
                     .ok()

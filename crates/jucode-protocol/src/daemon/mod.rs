@@ -20,6 +20,7 @@ pub mod questions;
 pub mod reports;
 pub mod schedules;
 pub mod sessions;
+pub mod skills;
 pub mod timers;
 pub mod usage;
 pub mod workspaces;
@@ -42,6 +43,7 @@ pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
+pub use skills::{SkillInfo, SkillSource, SkillsOp};
 pub use timers::{TimerInfo, TimersOp};
 pub use usage::{SessionUsageRow, TurnUsageRow, UsageOp, UsageTotals};
 pub use workspaces::{Project, Workspace, WorkspacesOp};
@@ -164,6 +166,7 @@ pub enum DaemonOp {
     Schedules(SchedulesOp),
     Usage(UsageOp),
     Files(FilesOp),
+    Skills(SkillsOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -204,6 +207,7 @@ impl DaemonOp {
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
             Area::Files => read(fields).map(DaemonOp::Files),
+            Area::Skills => read(fields).map(DaemonOp::Skills),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -224,6 +228,7 @@ impl DaemonOp {
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
+            DaemonOp::Skills(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -424,6 +429,18 @@ pub enum DaemonEvent {
         agent: String,
         from: String,
         session: String,
+    },
+    /// The reply to `skills_catalog`: both sources' skills, what could not be listed, and
+    /// the directory the op's backend installs into.
+    SkillsCatalog {
+        skills: Vec<SkillInfo>,
+        warnings: Vec<String>,
+        #[serde(rename = "installDir")]
+        install_dir: String,
+    },
+    /// The reply to `skill_install`: the skill's directory, complete and verified.
+    SkillInstalled {
+        path: String,
     },
 }
 

@@ -133,6 +133,8 @@ fn the_table_and_the_typed_ops_agree() {
         "session_usage": {"session": "s1"},
         "schedule_usage": {"schedule": "sch-1"},
         "fs_image": {"path": "/tmp/a.png"},
+        "skill_install": {"source": "anthropic", "skill": "pdf"},
+        "skills_catalog": {},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -167,6 +169,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,
             DaemonOp::Files(_) => Area::Files,
+            DaemonOp::Skills(_) => Area::Skills,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
