@@ -22,6 +22,7 @@ mod cx;
 mod devices;
 mod error;
 mod files;
+mod gateway;
 #[cfg(test)]
 mod items_tests;
 mod mcp;
@@ -55,6 +56,7 @@ pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
 };
+pub use gateway::{Gateway, GroupsFuture};
 pub use skills::{CatalogFuture, InstallFuture, SkillCatalog, Skills, valid_id as valid_skill_id};
 pub use usage::{Billing, Charge, ChargesFuture};
 
@@ -78,7 +80,8 @@ pub struct HubConfig {
     pub agent_mcp: AgentMcp,
     /// The signed-in gateway account's charges lookup; `None` leaves gateway amounts `null`.
     pub billing: Option<Arc<dyn Billing>>,
-    /// What the host reaches over the network for the hub (skill sources); none by default.
+    /// What the host reaches over the network for the hub (skill sources, the gateway's
+    /// groups); none by default.
     pub online: Online,
 }
 
@@ -86,6 +89,8 @@ pub struct HubConfig {
 #[derive(Default, Clone)]
 pub struct Online {
     pub skills: Option<Arc<dyn Skills>>,
+    /// The signed-in account's gateway groups; `None` when not signed in.
+    pub gateway: Option<Arc<dyn Gateway>>,
 }
 
 /// Why the hub could not start.

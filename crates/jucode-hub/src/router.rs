@@ -9,8 +9,8 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
-    ClientId, Hub, actions, agents, devices, files, mcp, messages, questions, reports, schedules,
-    sessions, skills, timers, to_value, usage, workspaces,
+    ClientId, Hub, actions, agents, devices, files, gateway, mcp, messages, questions, reports,
+    schedules, sessions, skills, timers, to_value, usage, workspaces,
 };
 
 impl Hub {
@@ -82,5 +82,6 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Usage(op) => usage::handle(cx, op),
         DaemonOp::Files(op) => files::handle(cx, op),
         DaemonOp::Skills(op) => skills::handle(cx, op),
+        DaemonOp::Gateway(op) => gateway::handle(cx, op),
     }
 }

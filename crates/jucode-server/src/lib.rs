@@ -9,6 +9,7 @@
 
 mod agent;
 pub mod billing;
+pub mod gateway;
 pub mod http;
 pub mod skills;
 pub mod ws;
@@ -205,9 +206,11 @@ pub async fn run(
             )),
         );
     }
+    let account = billing::load_account(&home);
     let adapters = jucode_adapters::AdapterConfig {
         jucode_home: home.clone(),
         user_home: user_home.clone(),
+        gateway: account.as_ref().map(|a| gateway::endpoint(&home, a)),
     };
     engines.insert(
         "claude".into(),
@@ -223,8 +226,13 @@ pub async fn run(
     );
     let relay = options.relay.clone();
     let gateway_home = home.clone();
-    let account = billing::load_account(&gateway_home);
     let online = jucode_hub::Online {
+        gateway: account.as_ref().and_then(|a| {
+            gateway::GatewayGroups::new(&gateway_home, a)
+                .map_err(|e| tracing::error!("gateway client: {e}"))
+                .ok()
+                .map(|g| g as Arc<dyn jucode_hub::Gateway>)
+        }),
         skills: skills::SkillSources::new(gateway_home.clone(), account.clone())
             .map_err(|e| tracing::error!("skill sources' HTTP client: {e}"))
             .ok()

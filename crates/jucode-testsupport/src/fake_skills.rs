@@ -2,7 +2,8 @@
 //! marketplace (`GET /v1/skills/marketplace`, `{"skills":[…]}`), its packages and the raw files
 //! of an Anthropic-style repository (`GET /anthropic/<commit>/skills/<id>/<path>`). Every
 //! request's path and `Authorization` header is kept, so a test can see what the daemon asked.
-//! [`tar_gz`] and [`sha256_hex`] build packages and index entries.
+//! [`tar_gz`] and [`sha256_hex`] build packages and index entries. The gateway tests serve the
+//! JuCode API's `GET /v1/gateway/groups` from it too.
 
 use std::collections::HashMap;
 use std::convert::Infallible;

@@ -5,6 +5,7 @@
 mod agent;
 mod engine;
 mod forward;
+pub(crate) mod gateway;
 mod log;
 mod ops;
 mod view;
@@ -85,6 +86,10 @@ pub(crate) enum SessionError {
     EnvName(String),
     #[error("options.env: {0} must be a string")]
     EnvValue(String),
+    #[error("the {0} engine cannot run through the JuCode gateway (Claude Code and Codex can)")]
+    GatewayEngine(String),
+    #[error("options.jucode_gateway must be true or false")]
+    GatewayNotBool,
 }
 
 struct Running {
@@ -114,6 +119,8 @@ pub(crate) struct Session {
     /// The `session_create` reply held until the engine's first `startup` (see
     /// `EngineFactory::opens_at_startup`): the client and its request id.
     created: Option<(ClientId, Option<Value>)>,
+    /// Runs through the JuCode gateway (`jucode_gateway`), as it last ran.
+    pub(crate) gateway: bool,
 }
 
 impl Session {
@@ -143,6 +150,7 @@ impl Session {
             busy: false,
             view: View::default(),
             created: None,
+            gateway: false,
         }
     }
 
@@ -169,6 +177,7 @@ impl Session {
             busy: self.busy,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            gateway: self.gateway,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod agents;
 pub mod basics;
 pub mod devices;
 pub mod files;
+pub mod gateway;
 pub mod limits;
 pub mod mcp;
 pub mod messages;
@@ -35,6 +36,7 @@ pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
 pub use files::FilesOp;
+pub use gateway::{GatewayGroup, GatewayOp};
 pub use mcp::McpOp;
 pub use messages::MessagesOp;
 pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
@@ -167,6 +169,7 @@ pub enum DaemonOp {
     Usage(UsageOp),
     Files(FilesOp),
     Skills(SkillsOp),
+    Gateway(GatewayOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -208,6 +211,7 @@ impl DaemonOp {
             Area::Usage => read(fields).map(DaemonOp::Usage),
             Area::Files => read(fields).map(DaemonOp::Files),
             Area::Skills => read(fields).map(DaemonOp::Skills),
+            Area::Gateway => read(fields).map(DaemonOp::Gateway),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -229,6 +233,7 @@ impl DaemonOp {
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
             DaemonOp::Skills(op) => op.check_limits(),
+            DaemonOp::Gateway(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -441,6 +446,17 @@ pub enum DaemonEvent {
     /// The reply to `skill_install`: the skill's directory, complete and verified.
     SkillInstalled {
         path: String,
+    },
+    /// The reply to `gateway_catalog`: `models` are config.json's `jucode_models` as written
+    /// there; `groups` the gateway's (empty when not signed in or offline).
+    GatewayCatalog {
+        models: Vec<Value>,
+        groups: Vec<GatewayGroup>,
+    },
+    /// The reply to `set_gateway`: the flag as saved; the engine follows once its turn ends.
+    GatewaySet {
+        session: String,
+        gateway: bool,
     },
 }
 

@@ -119,7 +119,7 @@ use Area::*;
 pub static OPS: &[OpSpec] = &[
     op("ping", Basics, true),
     local("restart_when_idle", Basics, DEVICES, false),
-    op("gateway_catalog", Gateway, false),
+    op("gateway_catalog", Gateway, true),
     op("workspaces", Workspaces, true),
     op("workspaces_set", Workspaces, true),
     op("project_add", Workspaces, true),
@@ -194,6 +194,7 @@ pub static OPS: &[OpSpec] = &[
     mcp("mcp_set"),
     mcp("mcp_remove"),
     mcp("mcp_toggle"),
+    of_session("set_gateway", Gateway, true),
 ];
 
 /// The row of `name`, if it is a daemon op at all.
