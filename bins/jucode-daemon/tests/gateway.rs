@@ -366,3 +366,42 @@ async fn other_engines_are_refused_and_the_default_engine_is_jucode() {
         .unwrap();
     assert_eq!(r["type"], "error", "{r}");
 }
+
+#[tokio::test]
+async fn set_gateway_without_a_login_is_refused_and_the_flag_stays_off() {
+    let env = TestHome::new();
+    let d = Daemon::start(&env.home()).await.unwrap();
+    let mut c = d.client().await.unwrap();
+    let record = env.root().join("claude-starts.txt");
+    let options = json!({
+        "bin": recording_bin(&env, "fake-claude", &record).display().to_string(),
+        "env": {
+            "FAKE_ENGINE_SCRIPT": fixture("claude-code-2.1.332-print-3turns.jsonl"),
+            "CLAUDE_CONFIG_DIR": env.root().join(".claude").display().to_string(),
+        },
+    });
+    let created = c
+        .request(json!({"op": "session_create", "cwd": env.project("app"), "engine": "claude", "options": options}))
+        .await
+        .unwrap();
+    let session = created["session"].as_str().expect("session_created").to_string();
+    let r = c
+        .request(json!({"op": "set_gateway", "session": session, "gateway": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        r["message"],
+        "set_gateway: not signed in to JuCode (no gateway login in ~/.jucode/auth.json)"
+    );
+    assert!(row(&mut c, &session).await.get("gateway").is_none());
+    let r = c
+        .request(json!({"op": "session_create", "cwd": env.project("app"), "engine": "claude",
+                        "options": {"jucode_gateway": true,
+                                    "bin": recording_bin(&env, "fake-claude", &record).display().to_string()}}))
+        .await
+        .unwrap();
+    assert_eq!(
+        r["message"],
+        "jucode_gateway: not signed in to JuCode (no gateway login in ~/.jucode/auth.json)"
+    );
+}

@@ -83,6 +83,10 @@ pub(crate) fn set(
     if !hub.engine_factory(&engine)?.takes_gateway() {
         return Err(SessionError::GatewayEngine(engine));
     }
+    // The host hands the hub a gateway only with a JuCode login.
+    if gateway && hub.config.online.gateway.is_none() {
+        return Err(SessionError::GatewayNoLogin);
+    }
     hub.save_gateway(&mut inner, &session, gateway)?;
     let s = inner.sessions.get(&session)?;
     let mut op = json!({"op": "set_gateway", "gateway": gateway});

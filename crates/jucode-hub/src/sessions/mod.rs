@@ -90,6 +90,8 @@ pub(crate) enum SessionError {
     GatewayEngine(String),
     #[error("options.jucode_gateway must be true or false")]
     GatewayNotBool,
+    #[error("set_gateway: not signed in to JuCode (no gateway login in ~/.jucode/auth.json)")]
+    GatewayNoLogin,
 }
 
 struct Running {
