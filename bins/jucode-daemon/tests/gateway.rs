@@ -384,7 +384,10 @@ async fn set_gateway_without_a_login_is_refused_and_the_flag_stays_off() {
         .request(json!({"op": "session_create", "cwd": env.project("app"), "engine": "claude", "options": options}))
         .await
         .unwrap();
-    let session = created["session"].as_str().expect("session_created").to_string();
+    let session = created["session"]
+        .as_str()
+        .expect("session_created")
+        .to_string();
     let r = c
         .request(json!({"op": "set_gateway", "session": session, "gateway": true}))
         .await
