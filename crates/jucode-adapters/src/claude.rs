@@ -58,6 +58,11 @@ impl ClaudeEngine {
 }
 
 impl EngineFactory for ClaudeEngine {
+    /// A per-session `--settings` file; `set_gateway` restarts on the same conversation.
+    fn takes_gateway(&self) -> bool {
+        true
+    }
+
     /// `claude --resume` lists the name a `rename` sets.
     fn keeps_titles(&self) -> bool {
         true
@@ -156,6 +161,11 @@ impl EngineFactory for ClaudeEngine {
             ultracode_available: None,
             tasks: Vec::new(),
             runs: Runs::default(),
+            gateway: crate::gateway::ClaudeGateway::new(
+                &spec.options,
+                &self.config,
+                &spec.session,
+            )?,
             agent: AgentTools::of(&spec).map(|tools| ClaudeAgent {
                 files: agent_tools::files_dir(&self.config.jucode_home),
                 tools,
@@ -260,6 +270,7 @@ struct Claude {
     busy: bool,
     /// A switch into or out of full access waiting for the running turn to end.
     pending_mode: Option<ApprovalMode>,
+    gateway: crate::gateway::ClaudeGateway,
     queue: Queue,
     approvals: Approvals<Permission>,
     /// MCP servers' questions, by card id.
@@ -382,6 +393,7 @@ impl Claude {
         if let Some(agent) = &self.agent {
             args.extend(agent.flags(&self.session)?);
         }
+        args.extend(self.gateway.flag()?);
         let child = ChildProc::spawn(
             Spawn {
                 program: &self.program,
@@ -453,6 +465,7 @@ impl Claude {
     }
 
     fn remove_agent_files(&self) {
+        self.gateway.remove();
         if let Some(agent) = &self.agent {
             agent.remove(&self.session);
         }

@@ -187,6 +187,11 @@ impl EngineFactory for CodexEngine {
         }
     }
 
+    /// `-c` overrides and the key in the process's environment.
+    fn takes_gateway(&self) -> bool {
+        true
+    }
+
     /// Codex keeps thread names; `rename` sets one.
     fn keeps_titles(&self) -> bool {
         true
@@ -227,6 +232,13 @@ impl EngineFactory for CodexEngine {
             args.extend(agent_tools::codex_overrides(&agent.mcp));
             env.retain(|(name, _)| !agent.mcp.env.contains_key(name));
             env.extend(agent.mcp.env.clone());
+        }
+        if crate::gateway::requested(&spec.options)? {
+            let (overrides, key) =
+                crate::gateway::codex_overrides(crate::gateway::endpoint(&self.config)?);
+            args.extend(overrides);
+            env.retain(|(name, _)| *name != key.0);
+            env.push(key);
         }
         let child = ChildProc::spawn(
             Spawn {
@@ -631,6 +643,7 @@ mod tests {
         let config = AdapterConfig {
             jucode_home: dir.path().to_path_buf(),
             user_home: dir.path().to_path_buf(),
+            gateway: None,
         };
         let engine = CodexEngine::new(config.clone());
         assert_eq!(engine.thread_for("s1"), "s1");

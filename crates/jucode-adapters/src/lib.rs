@@ -26,6 +26,7 @@ mod codex_agents;
 mod codex_hunks;
 mod codex_saved;
 pub mod discover;
+pub mod gateway;
 pub mod history;
 pub mod options;
 mod runs;
@@ -48,6 +49,8 @@ pub struct AdapterConfig {
     /// The user's home directory: where `~/.claude`, `~/.codex` and the usual install
     /// directories are looked for.
     pub user_home: PathBuf,
+    /// The JuCode gateway for sessions with `jucode_gateway: true`; `None` when not signed in.
+    pub gateway: Option<gateway::GatewayEndpoint>,
 }
 
 impl AdapterConfig {

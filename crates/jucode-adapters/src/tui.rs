@@ -126,6 +126,7 @@ mod tests {
         let config = crate::AdapterConfig {
             jucode_home: dir.path().join("jucode"),
             user_home: dir.path().join("home"),
+            gateway: None,
         };
         let engine = crate::codex::CodexEngine::new(config);
         let cwd = "/srv/w/t";

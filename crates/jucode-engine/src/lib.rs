@@ -99,6 +99,13 @@ pub trait EngineFactory: Send + Sync {
         false
     }
 
+    /// Whether sessions may run through the JuCode gateway (`options.jucode_gateway`): the
+    /// engine then takes the endpoint and key from its own host configuration, never from a
+    /// client, and takes `set_gateway` (restarting on the same conversation).
+    fn takes_gateway(&self) -> bool {
+        false
+    }
+
     /// Whether the engine keeps a conversation's name itself and takes a `rename` op (the
     /// daemon forwards a title a client sets).
     fn keeps_titles(&self) -> bool {

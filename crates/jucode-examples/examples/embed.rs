@@ -123,6 +123,7 @@ async fn run(message: &str) -> Result<()> {
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
         billing: None,
+        online: Default::default(),
     })
     .context("opening the hub")?;
 

@@ -62,6 +62,8 @@ pub(crate) enum OpError {
     Schedules(#[from] ScheduleError),
     #[error(transparent)]
     Usage(#[from] UsageError),
+    #[error(transparent)]
+    Skills(#[from] crate::skills::SkillError),
 }
 
 /// A file the hub could not read or write, named.

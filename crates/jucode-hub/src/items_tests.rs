@@ -56,6 +56,7 @@ impl Home {
             clock: self.clock.shared(),
             agent_mcp: Default::default(),
             billing: None,
+            online: Default::default(),
         })
         .unwrap()
     }

@@ -22,6 +22,7 @@ mod cx;
 mod devices;
 mod error;
 mod files;
+mod gateway;
 #[cfg(test)]
 mod items_tests;
 mod mcp;
@@ -33,6 +34,7 @@ mod restart;
 mod router;
 mod schedules;
 mod sessions;
+mod skills;
 mod tasks;
 mod terminals;
 mod timers;
@@ -57,6 +59,8 @@ pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
 };
+pub use gateway::{Gateway, GroupsFuture};
+pub use skills::{CatalogFuture, InstallFuture, SkillCatalog, Skills, valid_id as valid_skill_id};
 pub use usage::{Billing, Charge, ChargesFuture};
 
 /// What the hub needs from its host.
@@ -79,6 +83,17 @@ pub struct HubConfig {
     pub agent_mcp: AgentMcp,
     /// The signed-in gateway account's charges lookup; `None` leaves gateway amounts `null`.
     pub billing: Option<Arc<dyn Billing>>,
+    /// What the host reaches over the network for the hub (skill sources, the gateway's
+    /// groups); none by default.
+    pub online: Online,
+}
+
+/// Network services the host provides, so the hub stays free of HTTP.
+#[derive(Default, Clone)]
+pub struct Online {
+    pub skills: Option<Arc<dyn Skills>>,
+    /// The signed-in account's gateway groups; `None` when not signed in.
+    pub gateway: Option<Arc<dyn Gateway>>,
 }
 
 /// Why the hub could not start.

@@ -9,8 +9,8 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
-    ClientId, Hub, actions, agents, devices, files, mcp, messages, questions, reports, schedules,
-    sessions, terminals, timers, to_value, uploads, usage, workspaces,
+    ClientId, Hub, actions, agents, devices, files, gateway, mcp, messages, questions, reports,
+    schedules, sessions, skills, terminals, timers, to_value, uploads, usage, workspaces,
 };
 
 impl Hub {
@@ -88,5 +88,7 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Git(op) => files::handle_git(cx, op),
         DaemonOp::Uploads(op) => uploads::handle(cx, op),
         DaemonOp::Terminals(op) => terminals::handle(cx, op),
+        DaemonOp::Skills(op) => skills::handle(cx, op),
+        DaemonOp::Gateway(op) => gateway::handle(cx, op),
     }
 }

@@ -88,6 +88,7 @@ fn open_hub(root: &std::path::Path, saved: Vec<TranscriptItem>) -> Arc<Hub> {
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
         billing: None,
+        online: Default::default(),
     })
     .unwrap()
 }

@@ -599,6 +599,7 @@ mod tests {
             clock: jucode_clock::SystemClock::shared(),
             agent_mcp: Default::default(),
             billing: None,
+            online: Default::default(),
         })
         .unwrap()
     }

@@ -65,6 +65,7 @@ async fn an_idle_daemon_authenticates_and_answers_every_ping() {
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
         billing: None,
+        online: Default::default(),
     })
     .unwrap();
     let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());
@@ -172,6 +173,7 @@ async fn an_unreadable_identity_is_pair_links_error_as_it_is() {
         clock: jucode_clock::SystemClock::shared(),
         agent_mcp: Default::default(),
         billing: None,
+        online: Default::default(),
     })
     .unwrap();
     let task = jucode_relay_host::start(hub.clone(), url, "9.9.9".into());

@@ -9,7 +9,9 @@
 
 mod agent;
 pub mod billing;
+pub mod gateway;
 pub mod http;
+pub mod skills;
 pub mod ws;
 
 use std::future::Future;
@@ -212,9 +214,11 @@ pub async fn run(
             )),
         );
     }
+    let account = billing::load_account(&home);
     let adapters = jucode_adapters::AdapterConfig {
         jucode_home: home.clone(),
         user_home: user_home.clone(),
+        gateway: account.as_ref().map(|a| gateway::endpoint(&home, a)),
     };
     engines.insert(
         "claude".into(),
@@ -230,6 +234,18 @@ pub async fn run(
     );
     let relay = options.relay.clone();
     let gateway_home = home.clone();
+    let online = jucode_hub::Online {
+        gateway: account.as_ref().and_then(|a| {
+            gateway::GatewayGroups::new(&gateway_home, a)
+                .map_err(|e| tracing::error!("gateway client: {e}"))
+                .ok()
+                .map(|g| g as Arc<dyn jucode_hub::Gateway>)
+        }),
+        skills: skills::SkillSources::new(gateway_home.clone(), account.clone())
+            .map_err(|e| tracing::error!("skill sources' HTTP client: {e}"))
+            .ok()
+            .map(|s| Arc::new(s) as Arc<dyn jucode_hub::Skills>),
+    };
     let version = options.version.clone();
     let server = Server::bind(ServerConfig {
         listen: options.listen,
@@ -246,7 +262,8 @@ pub async fn run(
                 program: std::env::current_exe().ok(),
                 url: None,
             },
-            billing: billing::load_account(&gateway_home).and_then(|account| {
+            online,
+            billing: account.and_then(|account| {
                 billing::GatewayBilling::new(account)
                     .map_err(|e| tracing::error!("gateway billing client: {e}"))
                     .ok()

@@ -48,6 +48,7 @@ async fn daemon(write_timeout: Duration) -> Result<Daemon> {
             clock: jucode_clock::SystemClock::shared(),
             agent_mcp: Default::default(),
             billing: None,
+            online: Default::default(),
         },
         write_timeout,
     })

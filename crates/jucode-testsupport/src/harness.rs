@@ -133,6 +133,7 @@ fn open_hub(
         clock: clock.shared(),
         agent_mcp: Default::default(),
         billing: None,
+        online: Default::default(),
     };
     let hub = Hub::open(config).context("open the hub")?;
     hub.start_background();

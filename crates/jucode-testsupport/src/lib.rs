@@ -27,6 +27,7 @@ mod client;
 mod daemon;
 pub mod fake_billing;
 pub mod fake_model;
+pub mod fake_skills;
 pub mod harness;
 mod home;
 mod process;

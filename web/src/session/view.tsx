@@ -1,6 +1,7 @@
 // One session's live view: the transcript (windowed), approval cards, the queue, the model
 // line and the composer. Events are folded by model.ts and drawn at most once a frame.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { GatewaySwitch } from "./gateway";
 import { onReopen, post, request, unwatch, watch } from "../core/daemon";
 import { navigate } from "../core/route";
 import { FilesLink } from "../files/link";
@@ -277,6 +278,7 @@ export function SessionView({ id }: { id: string }) {
             Open in terminal
           </button>
         )}
+        {(meta?.engine === "claude" || meta?.engine === "codex") && <GatewaySwitch id={id} on={meta.gateway === true} />}
         {inTui ? null : meta?.open ? (
           <button type="button" onClick={() => post("session_close", { session: id })}>
             Close

@@ -20,6 +20,7 @@ import {
   testPush,
   type PushResult,
 } from "./push";
+import { Skills } from "./skills";
 import "./settings.css";
 
 function message(e: unknown): string {
@@ -58,6 +59,7 @@ export function SettingsView() {
       <h1 id="settings-h">Settings</h1>
       {access === "local" && <LocalSections />}
       <Workspaces />
+      <Skills local={access === "local"} />
       {(access === "device" || access === "relay") && <Notifications />}
       <ThisPage />
     </section>

@@ -690,6 +690,9 @@ impl Claude {
         if let Some(mode) = self.pending_mode {
             return self.restart(mode, input).await;
         }
+        if self.gateway.pending {
+            return self.restart(self.mode, input).await;
+        }
         self.next_queued().await
     }
 }

@@ -29,6 +29,7 @@ impl Claude {
                 (Ok(answer), Ok(hunks)) => return self.approve(answer, hunks).await,
                 (Err(e), _) | (_, Err(e)) => Err(e),
             },
+            "set_gateway" => return self.set_gateway(&op, input).await,
             "set_approval_mode" => match mode_of(&op) {
                 Ok(mode) => return self.set_mode(mode, input).await,
                 Err(e) => Err(e),
@@ -503,6 +504,36 @@ impl Claude {
         self.restart(mode, input).await
     }
 
+    /// Moves the session onto or off the JuCode gateway: the CLI restarts on the same
+    /// conversation now, or once the running turn ends.
+    async fn set_gateway(
+        &mut self,
+        op: &Object,
+        input: &mut mpsc::UnboundedReceiver<Input>,
+    ) -> bool {
+        let Some(on) = op.get("gateway").and_then(Value::as_bool) else {
+            return self
+                .emit(error("set_gateway: gateway must be true or false"))
+                .await;
+        };
+        if on && !self.gateway.available() {
+            return self
+                .emit(error(
+                    "set_gateway: not signed in to JuCode (no gateway login in ~/.jucode/auth.json)",
+                ))
+                .await;
+        }
+        if let Some(model) = op.get("model").and_then(Value::as_str) {
+            self.model = Some(model.to_string());
+        }
+        self.gateway.on = on;
+        if self.busy {
+            self.gateway.pending = true;
+            return true;
+        }
+        self.restart(self.mode, input).await
+    }
+
     /// Restarts the CLI on the same conversation in `mode` (full access is a start flag).
     pub(super) async fn restart(
         &mut self,
@@ -510,6 +541,7 @@ impl Claude {
         input: &mut mpsc::UnboundedReceiver<Input>,
     ) -> bool {
         let was_pending = self.pending_mode.take().is_some();
+        self.gateway.pending = false;
         if let Some(child) = self.child.take() {
             let generation = child.generation;
             child.stop();

@@ -38,6 +38,7 @@ impl Sandbox {
         AdapterConfig {
             jucode_home: self.dir.path().join("jucode"),
             user_home: self.dir.path().join("home"),
+            gateway: None,
         }
     }
 }
@@ -56,6 +57,7 @@ impl ClaudeSandbox {
         let engine = ClaudeEngine::new(AdapterConfig {
             jucode_home: dir.path().join("jucode"),
             user_home: dir.path().join("home"),
+            gateway: None,
         });
         ClaudeSandbox {
             config_dir: dir.path().join("claude-config"),

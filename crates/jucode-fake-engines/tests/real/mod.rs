@@ -136,6 +136,7 @@ impl World {
         AdapterConfig {
             jucode_home: self.dir.path().join("jucode"),
             user_home: self.home.clone(),
+            gateway: None,
         }
     }
 

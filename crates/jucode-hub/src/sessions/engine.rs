@@ -131,6 +131,7 @@ impl Hub {
         };
         let factory = self.engine_factory(&engine)?;
         let mut options = options;
+        self.apply_gateway_flag(inner, session, factory.takes_gateway(), &mut options)?;
         if chat {
             options.insert("chat".into(), Value::Bool(true));
         }

@@ -58,6 +58,13 @@ pub(super) enum Record {
         title: String,
         at: u64,
     },
+    /// The session's `jucode_gateway` flag changed (`session_create`/`session_open` options,
+    /// `set_gateway`).
+    Gateway {
+        session: String,
+        gateway: bool,
+        at: u64,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -137,6 +144,16 @@ pub(super) fn fold(records: Vec<Record>) -> HashMap<String, Session> {
             Record::Title { session, title, at } => {
                 if let Some(s) = map.get_mut(&session) {
                     s.auto_title = Some(title);
+                    s.updated_at = s.updated_at.max(at);
+                }
+            }
+            Record::Gateway {
+                session,
+                gateway,
+                at,
+            } => {
+                if let Some(s) = map.get_mut(&session) {
+                    s.gateway = gateway;
                     s.updated_at = s.updated_at.max(at);
                 }
             }

@@ -5,6 +5,7 @@
 mod agent;
 mod engine;
 mod forward;
+pub(crate) mod gateway;
 mod log;
 mod ops;
 mod tui;
@@ -96,6 +97,12 @@ pub(crate) enum SessionError {
     NoTui(String),
     #[error("session_tui: {0}")]
     TuiUnavailable(String),
+    #[error("the {0} engine cannot run through the JuCode gateway (Claude Code and Codex can)")]
+    GatewayEngine(String),
+    #[error("options.jucode_gateway must be true or false")]
+    GatewayNotBool,
+    #[error("set_gateway: not signed in to JuCode (no gateway login in ~/.jucode/auth.json)")]
+    GatewayNoLogin,
 }
 
 struct Running {
@@ -127,6 +134,8 @@ pub(crate) struct Session {
     created: Option<(ClientId, Option<Value>)>,
     /// Set while the conversation is in its engine's TUI (`session_tui`).
     tui: Option<tui::TuiSlot>,
+    /// Runs through the JuCode gateway (`jucode_gateway`), as it last ran.
+    pub(crate) gateway: bool,
 }
 
 impl Session {
@@ -157,6 +166,7 @@ impl Session {
             view: View::default(),
             created: None,
             tui: None,
+            gateway: false,
         }
     }
 
@@ -183,6 +193,7 @@ impl Session {
             busy: self.busy,
             created_at: self.created_at,
             updated_at: self.updated_at,
+            gateway: self.gateway,
         }
     }
 

@@ -97,8 +97,10 @@ pub(super) async fn history(cx: &OpCx<'_>, cwd: String) {
     cx.reply(event);
 }
 
-pub(super) fn create(cx: &OpCx<'_>, req: CreateRequest) -> Result<(), SessionError> {
+pub(super) fn create(cx: &OpCx<'_>, mut req: CreateRequest) -> Result<(), SessionError> {
     let hub = cx.hub;
+    // `engine: "default"` is the daemon's default engine, saved under its own name.
+    req.engine = req.engine.filter(|e| e != "default");
     let engine = req.engine.clone().unwrap_or_else(default_engine);
     check_options(hub.runs_named_program(&engine), &req.options, &cx.auth)?;
     if let Some(agent) = req.agent {
@@ -115,7 +117,9 @@ pub(super) fn create(cx: &OpCx<'_>, req: CreateRequest) -> Result<(), SessionErr
         let cwd = req.cwd.ok_or(SessionError::CreateNeedsCwd)?;
         paths::resolve_dir(&cwd, &hub.config.user_home)?
     };
-    let opens_at_startup = hub.engine_factory(&engine)?.opens_at_startup();
+    let factory = hub.engine_factory(&engine)?;
+    super::gateway::check_option(factory.takes_gateway(), &engine, &req.options)?;
+    let opens_at_startup = factory.opens_at_startup();
     let session = new_uuid()?;
     let at = hub.config.clock.now_ms();
     let mut inner = hub.lock();
@@ -150,8 +154,9 @@ pub(super) fn create(cx: &OpCx<'_>, req: CreateRequest) -> Result<(), SessionErr
     Ok(())
 }
 
-pub(super) async fn open(cx: &OpCx<'_>, req: OpenRequest) -> Result<(), SessionError> {
+pub(super) async fn open(cx: &OpCx<'_>, mut req: OpenRequest) -> Result<(), SessionError> {
     let hub = cx.hub;
+    req.engine = req.engine.filter(|e| e != "default");
     let opened = DaemonEvent::SessionOpened {
         session: req.session.clone(),
     };

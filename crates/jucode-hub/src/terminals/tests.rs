@@ -24,6 +24,7 @@ fn hub(dir: &std::path::Path) -> Arc<Hub> {
         clock: jucode_clock::ManualClock::new("2026-03-01T12:00:00Z".parse().unwrap()).shared(),
         agent_mcp: Default::default(),
         billing: None,
+        online: Default::default(),
     })
     .unwrap()
 }

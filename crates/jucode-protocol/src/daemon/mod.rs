@@ -11,6 +11,7 @@ pub mod agents;
 pub mod basics;
 pub mod devices;
 pub mod files;
+pub mod gateway;
 pub mod git;
 pub mod limits;
 pub mod mcp;
@@ -21,6 +22,7 @@ pub mod questions;
 pub mod reports;
 pub mod schedules;
 pub mod sessions;
+pub mod skills;
 pub mod terminals;
 pub mod timers;
 pub mod uploads;
@@ -37,6 +39,7 @@ pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
 pub use files::FilesOp;
+pub use gateway::{GatewayGroup, GatewayOp};
 pub use git::GitOp;
 pub use mcp::McpOp;
 pub use messages::MessagesOp;
@@ -46,6 +49,7 @@ pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
+pub use skills::{SkillInfo, SkillSource, SkillsOp};
 pub use terminals::TerminalsOp;
 pub use timers::{TimerInfo, TimersOp};
 pub use uploads::UploadsOp;
@@ -173,6 +177,8 @@ pub enum DaemonOp {
     Git(GitOp),
     Uploads(UploadsOp),
     Terminals(TerminalsOp),
+    Skills(SkillsOp),
+    Gateway(GatewayOp),
 }
 
 /// Why a daemon op's fields could not be read: `<op>: <what is wrong>`.
@@ -216,6 +222,8 @@ impl DaemonOp {
             Area::Git => read(fields).map(DaemonOp::Git),
             Area::Uploads => read(fields).map(DaemonOp::Uploads),
             Area::Terminals => read(fields).map(DaemonOp::Terminals),
+            Area::Skills => read(fields).map(DaemonOp::Skills),
+            Area::Gateway => read(fields).map(DaemonOp::Gateway),
             _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
@@ -239,6 +247,8 @@ impl DaemonOp {
             DaemonOp::Git(op) => op.check_limits(),
             DaemonOp::Uploads(op) => op.check_limits(),
             DaemonOp::Terminals(op) => op.check_limits(),
+            DaemonOp::Skills(op) => op.check_limits(),
+            DaemonOp::Gateway(op) => op.check_limits(),
             DaemonOp::Basics(_)
             | DaemonOp::Devices(_)
             | DaemonOp::Push(_)
@@ -519,6 +529,29 @@ pub enum DaemonEvent {
         term: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         client: Option<u64>,
+    },
+    /// The reply to `skills_catalog`: both sources' skills, what could not be listed, and
+    /// the directory the op's backend installs into.
+    SkillsCatalog {
+        skills: Vec<SkillInfo>,
+        warnings: Vec<String>,
+        #[serde(rename = "installDir")]
+        install_dir: String,
+    },
+    /// The reply to `skill_install`: the skill's directory, complete and verified.
+    SkillInstalled {
+        path: String,
+    },
+    /// The reply to `gateway_catalog`: `models` are config.json's `jucode_models` as written
+    /// there; `groups` the gateway's (empty when not signed in or offline).
+    GatewayCatalog {
+        models: Vec<Value>,
+        groups: Vec<GatewayGroup>,
+    },
+    /// The reply to `set_gateway`: the flag as saved; the engine follows once its turn ends.
+    GatewaySet {
+        session: String,
+        gateway: bool,
     },
 }
 

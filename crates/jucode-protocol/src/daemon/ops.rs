@@ -119,7 +119,7 @@ use Area::*;
 pub static OPS: &[OpSpec] = &[
     op("ping", Basics, true),
     local("restart_when_idle", Basics, DEVICES, true),
-    op("gateway_catalog", Gateway, false),
+    op("gateway_catalog", Gateway, true),
     op("workspaces", Workspaces, true),
     op("workspaces_set", Workspaces, true),
     op("project_add", Workspaces, true),
@@ -167,8 +167,8 @@ pub static OPS: &[OpSpec] = &[
     op("item_reopen", Actions, true),
     op("report_list", Reports, true),
     op("report_read", Reports, true),
-    local("skills_catalog", Skills, SKILLS, false),
-    local("skill_install", Skills, SKILLS, false),
+    local("skills_catalog", Skills, SKILLS, true),
+    local("skill_install", Skills, SKILLS, true),
     op("dispatch_send", Dispatch, false),
     op("dispatch_confirm", Dispatch, false),
     op("dispatch_list", Dispatch, false),
@@ -194,6 +194,7 @@ pub static OPS: &[OpSpec] = &[
     mcp("mcp_set"),
     mcp("mcp_remove"),
     mcp("mcp_toggle"),
+    of_session("set_gateway", Gateway, true),
 ];
 
 /// The row of `name`, if it is a daemon op at all.

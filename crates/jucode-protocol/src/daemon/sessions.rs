@@ -132,6 +132,10 @@ pub struct SessionInfo {
     pub busy: bool,
     pub created_at: u64,
     pub updated_at: u64,
+    /// The session runs through the JuCode gateway (Claude Code and Codex only); left out
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gateway: bool,
 }
 
 /// One row of `session_history`: a daemon session or a conversation an engine saved.

@@ -144,6 +144,10 @@ fn the_table_and_the_typed_ops_agree() {
         "term_resize": {"term": "t-1", "cols": 100, "rows": 30},
         "term_close": {"term": "t-1"},
         "session_tui": {"session": "s1", "cols": 120, "rows": 40, "force": true},
+        "skill_install": {"source": "anthropic", "skill": "pdf"},
+        "skills_catalog": {},
+        "gateway_catalog": {},
+        "set_gateway": {"session": "s1", "gateway": true},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -181,6 +185,8 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Git(_) => Area::Git,
             DaemonOp::Uploads(_) => Area::Uploads,
             DaemonOp::Terminals(_) => Area::Terminals,
+            DaemonOp::Skills(_) => Area::Skills,
+            DaemonOp::Gateway(_) => Area::Gateway,
         };
         assert_eq!(area, spec.area, "{}", spec.name);
     }
@@ -206,7 +212,7 @@ fn every_spec_op_is_listed() {
         requirement_delete requirement_link requirement_unlink requirement_image \
         requirement_begin requirement_confirm requirement_reply requirement_proposal upload \
         push_subscribe push_unsubscribe push_test term_open term_input term_resize term_close \
-        mcp_set mcp_remove mcp_toggle";
+        mcp_set mcp_remove mcp_toggle set_gateway";
     for name in spec_ops.split_whitespace() {
         assert!(ops::spec(name).is_some(), "{name} is missing from OPS");
     }

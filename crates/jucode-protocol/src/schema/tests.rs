@@ -211,6 +211,7 @@ fn daemon_frames_as_the_daemon_writes_them_are_valid() {
         busy: false,
         created_at: 1,
         updated_at: 2,
+        gateway: true,
     };
     let workspace: Workspace = serde_json::from_value(
         json!({"id": "w", "name": "W", "color": "red", "projects": [{"id": "p", "name": "P", "path": "/p", "chats": []}]}),
