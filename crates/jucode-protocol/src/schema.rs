@@ -80,6 +80,8 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<GitOp>(&mut generator, "op"));
     daemon.extend(variants::<crate::daemon::UploadsOp>(&mut generator, "op"));
     daemon.extend(variants::<crate::daemon::TerminalsOp>(&mut generator, "op"));
+    daemon.extend(variants::<crate::daemon::SkillsOp>(&mut generator, "op"));
+    daemon.extend(variants::<crate::daemon::GatewayOp>(&mut generator, "op"));
     let mut engine: Map<String, Value> = variants::<serve::Op>(&mut generator, "op")
         .into_iter()
         .map(|(name, shape)| (name, session_op(shape)))

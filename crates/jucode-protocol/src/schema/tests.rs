@@ -86,6 +86,16 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
             .keys()
             .cloned(),
     );
+    typed.extend(
+        variants::<crate::daemon::SkillsOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
+    typed.extend(
+        variants::<crate::daemon::GatewayOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
     let built: BTreeSet<String> = OPS
         .iter()
         .filter(|s| s.implemented)
