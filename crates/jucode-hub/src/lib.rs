@@ -276,6 +276,15 @@ impl Hub {
             .collect()
     }
 
+    /// Forgets every connection (the daemon is stopping): each front end writes out what is
+    /// queued for it and closes.
+    pub fn disconnect_all(&self) {
+        let mut inner = self.lock();
+        for id in inner.clients.ids() {
+            inner.client_gone(id);
+        }
+    }
+
     /// Forgets a connection: its watches end (which may leave sessions unattended).
     pub fn disconnect(&self, client: ClientId) {
         self.lock().client_gone(client);

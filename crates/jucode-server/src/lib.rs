@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub(crate) hub: Arc<Hub>,
     pub(crate) web: Option<PathBuf>,
     pub(crate) write_timeout: Duration,
+    /// One clone per open WebSocket connection (its strong count tells how many are open).
+    pub(crate) live: Arc<()>,
 }
 
 /// A bound, not yet serving daemon.
@@ -96,6 +98,7 @@ impl Server {
                 hub,
                 web: config.web,
                 write_timeout: config.write_timeout,
+                live: Arc::new(()),
             }),
         })
     }
@@ -160,9 +163,22 @@ impl Server {
             }
         }
         self.shared.hub.shutdown().await;
+        // Every client's queue is written out (a `daemon_restarting` included), then closed
+        // with "the daemon is stopping"; a peer that does not read is not waited for long.
+        self.shared.hub.disconnect_all();
+        let live = self.shared.live.clone();
+        let _ = tokio::time::timeout(CLOSE_ALL, async move {
+            while Arc::strong_count(&live) > 2 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
         Ok(())
     }
 }
+
+/// How long stopping waits for open connections to take their last frames and close.
+const CLOSE_ALL: Duration = Duration::from_secs(2);
 
 /// The daemon as its binary runs it: options as the command line gives them.
 #[derive(Debug, Clone)]

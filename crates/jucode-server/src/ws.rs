@@ -91,6 +91,8 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     let accept = derive_accept_key(key.as_bytes());
     let hub = shared.hub.clone();
     let write_timeout = shared.write_timeout;
+    // Held for the connection's life: the server waits for these to flush before it exits.
+    let live = shared.live.clone();
     tokio::spawn(async move {
         let upgraded = match hyper::upgrade::on(req).await {
             Ok(upgraded) => upgraded,
@@ -120,7 +122,7 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         )
         .await;
         let conn = hub.connect(auth);
-        run(hub, ws, conn, write_timeout).await;
+        run(hub, ws, conn, write_timeout, live).await;
     });
     let mut r = Response::new(Body::default());
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -161,6 +163,7 @@ async fn run<S: Socket>(
     ws: WebSocketStream<S>,
     conn: Connection,
     write_timeout: Duration,
+    live: Arc<()>,
 ) {
     let Connection { id, frames, kicked } = conn;
     let (sink, mut stream) = ws.split();
@@ -175,6 +178,9 @@ async fn run<S: Socket>(
         // The writer sends its close frame, each write bounded by the write timeout.
         None => (&mut writer).await,
     };
+    // Everything queued, and the close frame, is written: a stopping daemon need not wait
+    // for the peer's answer.
+    drop(live);
     let Ok((sink, ending)) = written else {
         return;
     };
