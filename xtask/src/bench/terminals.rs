@@ -127,16 +127,48 @@ fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {
     (at(0.5), at(0.99))
 }
 
-/// One side of the comparison.
-trait Term {
+/// One side of the comparison: it writes input and reads output chunks; the reading loops
+/// are shared.
+trait Term: Send {
     /// Writes input.
     fn write<'a>(&'a mut self, bytes: &'a [u8]) -> BoxFuture<'a, Result<()>>;
+    /// The next output chunk; `None` when nothing came for `quiet`.
+    fn chunk(&mut self, quiet: Duration) -> BoxFuture<'_, Result<Option<Vec<u8>>>>;
+
     /// Reads output until `n` zero bytes were seen (0: until the shell is quiet).
-    fn zeros(&mut self, n: usize) -> BoxFuture<'_, Result<()>>;
+    fn zeros(&mut self, n: usize) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            if n == 0 {
+                return self.settle().await;
+            }
+            let mut seen = 0;
+            while seen < n {
+                let chunk = self.chunk(WAIT).await?.context("no output in time")?;
+                seen += chunk.iter().filter(|b| **b == 0).count();
+            }
+            Ok(())
+        })
+    }
+
     /// Reads and drops output until none arrives for a moment.
-    fn settle(&mut self) -> BoxFuture<'_, Result<()>>;
+    fn settle(&mut self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            while self.chunk(Duration::from_millis(300)).await?.is_some() {}
+            Ok(())
+        })
+    }
+
     /// Reads until `byte` appears.
-    fn until_byte(&mut self, byte: u8) -> BoxFuture<'_, Result<()>>;
+    fn until_byte(&mut self, byte: u8) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            loop {
+                let chunk = self.chunk(WAIT).await?.context("no echo in time")?;
+                if chunk.contains(&byte) {
+                    return Ok(());
+                }
+            }
+        })
+    }
 }
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -148,7 +180,7 @@ struct DaemonTerm {
 
 impl DaemonTerm {
     /// The next output chunk; `None` when nothing came for `quiet`.
-    async fn chunk(&mut self, quiet: Duration) -> Result<Option<Vec<u8>>> {
+    async fn next_chunk(&mut self, quiet: Duration) -> Result<Option<Vec<u8>>> {
         loop {
             let msg = match tokio::time::timeout(quiet, self.ws.next()).await {
                 Err(_) => return Ok(None),
@@ -181,36 +213,8 @@ impl Term for DaemonTerm {
         })
     }
 
-    fn zeros(&mut self, n: usize) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            if n == 0 {
-                return self.settle().await;
-            }
-            let mut seen = 0;
-            while seen < n {
-                let chunk = self.chunk(WAIT).await?.context("no output in time")?;
-                seen += chunk.iter().filter(|b| **b == 0).count();
-            }
-            Ok(())
-        })
-    }
-
-    fn settle(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            while self.chunk(Duration::from_millis(300)).await?.is_some() {}
-            Ok(())
-        })
-    }
-
-    fn until_byte(&mut self, byte: u8) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            loop {
-                let chunk = self.chunk(WAIT).await?.context("no echo in time")?;
-                if chunk.contains(&byte) {
-                    return Ok(());
-                }
-            }
-        })
+    fn chunk(&mut self, quiet: Duration) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
+        Box::pin(self.next_chunk(quiet))
     }
 }
 
@@ -265,7 +269,7 @@ impl RawTerm {
         })
     }
 
-    async fn chunk(&mut self, quiet: Duration) -> Result<Option<Vec<u8>>> {
+    async fn next_chunk(&mut self, quiet: Duration) -> Result<Option<Vec<u8>>> {
         match tokio::time::timeout(quiet, self.chunks.recv()).await {
             Err(_) => Ok(None),
             Ok(None) => bail!("the reference shell ended"),
@@ -283,36 +287,8 @@ impl Term for RawTerm {
         })
     }
 
-    fn zeros(&mut self, n: usize) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            if n == 0 {
-                return self.settle().await;
-            }
-            let mut seen = 0;
-            while seen < n {
-                let chunk = self.chunk(WAIT).await?.context("no output in time")?;
-                seen += chunk.iter().filter(|b| **b == 0).count();
-            }
-            Ok(())
-        })
-    }
-
-    fn settle(&mut self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            while self.chunk(Duration::from_millis(300)).await?.is_some() {}
-            Ok(())
-        })
-    }
-
-    fn until_byte(&mut self, byte: u8) -> BoxFuture<'_, Result<()>> {
-        Box::pin(async move {
-            loop {
-                let chunk = self.chunk(WAIT).await?.context("no echo in time")?;
-                if chunk.contains(&byte) {
-                    return Ok(());
-                }
-            }
-        })
+    fn chunk(&mut self, quiet: Duration) -> BoxFuture<'_, Result<Option<Vec<u8>>>> {
+        Box::pin(self.next_chunk(quiet))
     }
 }
 
