@@ -39,12 +39,15 @@ export const scenarios = [
       assert((await screenText(page)).includes("offline-model"), "the TUI names the session's model");
       const surface = await d.next((f) => f.type === "surface" && f.session === sid, { seen: true });
       assert(surface.surface === "tui" && typeof surface.term === "string", JSON.stringify(surface));
+      // The engine is stopped while the TUI runs, yet the header does not call the session closed.
+      await page.locator('[data-testid="session-state"]', { hasText: "in the TUI" }).waitFor();
       await shoot(page, "tui-terminal-desktop");
 
       const phone = await newPage(browser, PHONE);
       await phone.goto(daemon.localLink(`/remote/s/${sid}`));
       await phone.getByTestId("tui-banner").waitFor();
       assert((await phone.getByRole("button", { name: "Open this conversation in its engine's terminal interface" }).count()) === 0, "no second hand-off offered");
+      await phone.locator('[data-testid="session-state"]', { hasText: "in the TUI" }).waitFor();
       await shoot(phone, "tui-banner-phone");
 
       await page.locator(".term-box").click();

@@ -90,14 +90,15 @@ function ApprovalCard({ session, a }: { session: string; a: Approval }) {
   );
 }
 
-function ModelLine({ s, meta }: { s: SessionState; meta: Json | undefined }) {
+function ModelLine({ s, meta, inTui }: { s: SessionState; meta: Json | undefined; inTui: boolean }) {
   const m = s.model ?? {};
   const bits: string[] = [];
   if (m.model) bits.push(String(m.model));
   if (m.reasoning_effort) bits.push(`effort ${String(m.reasoning_effort)}`);
   if (m.state && m.state !== "ready") bits.push(String(m.state));
   if (s.contextTokens != null) bits.push(`${s.contextTokens.toLocaleString()} tokens`);
-  const state = !meta?.open ? "closed" : s.approvals.length ? "waiting for you" : s.busy ? "working" : "idle";
+  // In the TUI the daemon's engine is stopped, yet the conversation is live over there.
+  const state = inTui ? "in the TUI" : !meta?.open ? "closed" : s.approvals.length ? "waiting for you" : s.busy ? "working" : "idle";
   return (
     <div class="modelline">
       <span class={`state ${state.replace(/ /g, "-")}`} data-testid="session-state">
@@ -240,7 +241,7 @@ export function SessionView({ id }: { id: string }) {
         </a>
         <div class="sv-title">
           <h1 id="sv-title">{title}</h1>
-          <ModelLine s={s} meta={meta} />
+          <ModelLine s={s} meta={meta} inTui={inTui} />
         </div>
         {meta && !meta.chat && typeof meta.cwd === "string" && <FilesLink path={meta.cwd} />}
         <label class="mode">
