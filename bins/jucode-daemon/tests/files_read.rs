@@ -14,15 +14,7 @@ use jucode_testsupport::TestHome;
 use serde_json::{Value, json};
 
 fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .unwrap();
-    assert!(ok.status.success(), "git {args:?}: {ok:?}");
+    jucode_testsupport::git(dir, args).unwrap();
 }
 
 fn names(reply: &Value) -> Vec<String> {

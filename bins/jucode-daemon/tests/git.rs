@@ -12,15 +12,7 @@ use jucode_testsupport::TestHome;
 use serde_json::{Value, json};
 
 fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
+    jucode_testsupport::git(dir, args).unwrap();
 }
 
 fn error_text(reply: &Value) -> &str {

@@ -93,3 +93,17 @@ impl Default for TestHome {
         TestHome::new()
     }
 }
+
+/// Runs `git args` in `dir` with a fixed identity and neither the system's nor the user's
+/// configuration (`HOME` is `dir`), as the files and git wire tests set up repositories.
+pub fn git(dir: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()?;
+    anyhow::ensure!(out.status.success(), "git {args:?}: {out:?}");
+    Ok(())
+}

@@ -38,7 +38,7 @@ use std::time::Duration;
 pub use bins::{build_bin, daemon_bin, fake_serve_bin, find_bin};
 pub use client::{Client, HttpResponse, Ws, connect_status, http, http_with};
 pub use daemon::{Daemon, DaemonBuilder, Engine};
-pub use home::TestHome;
+pub use home::{TestHome, git};
 pub use relay::RelayServer;
 
 /// The frame types the daemon sends on connect, in order (`hello` first, `requirements` last).
