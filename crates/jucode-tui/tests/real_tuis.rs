@@ -21,6 +21,8 @@ use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 /// hung CLI of about 90 s, never a measure of anything).
 const POLL: Duration = Duration::from_millis(100);
 const POLLS: u32 = 900;
+/// Polls between presses of Enter while typed text still waits in the prompt.
+const RETRY_ENTER: u32 = 50;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -107,14 +109,51 @@ impl Screen {
     }
 
     /// Types `text` a few characters at a time (a paste-sized burst is taken as a paste by
-    /// some TUIs), then Enter on its own.
-    fn type_line(&mut self, text: &str) {
+    /// some TUIs), waits until the prompt line shows it, then presses Enter until `done`
+    /// holds. A TUI still starting up can show typed text yet drop the Enter (Codex did on a
+    /// loaded CI machine), so Enter is pressed again while the text still waits in the
+    /// prompt; once it is taken the prompt is empty and another Enter sends nothing.
+    fn submit(&mut self, text: &str, done: impl Fn(&mut Self) -> bool) {
         for chunk in text.as_bytes().chunks(4) {
             self.send(chunk);
             std::thread::sleep(Duration::from_millis(30));
         }
+        self.wait_for(text);
         std::thread::sleep(Duration::from_millis(300));
         self.send(b"\r");
+        for poll in 1..=POLLS {
+            if done(self) {
+                return;
+            }
+            if poll % RETRY_ENTER == 0 && self.prompt_holds(text) {
+                self.send(b"\r");
+            }
+            std::thread::sleep(POLL);
+        }
+        panic!(
+            "{text:?} was typed but never taken; the screen shows:\n{}",
+            self.contents()
+        );
+    }
+
+    /// Whether the prompt line (`>` for Claude Code, `›` for Codex) still holds `text`.
+    fn prompt_holds(&self, text: &str) -> bool {
+        self.contents().lines().any(|line| {
+            let line = line.trim_start();
+            let rest = line
+                .strip_prefix('>')
+                .or_else(|| line.strip_prefix('›'))
+                .unwrap_or("");
+            rest.trim() == text
+        })
+    }
+
+    fn shows(&self, text: &str) -> bool {
+        self.contents().contains(text)
+    }
+
+    fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     fn wait_exit(&mut self) -> portable_pty::ExitStatus {
@@ -180,10 +219,11 @@ async fn claude_tui_answers_a_prompt_and_saves_it_under_the_session_id() {
         let mut screen = Screen::spawn(cmd);
         std::thread::sleep(Duration::from_secs(3));
         eprintln!("--- at start:\n{}", screen.contents());
-        screen.type_line("hello from the pty");
-        let shown = screen.wait_for("user said: hello from the pty");
-        eprintln!("--- answered:\n{shown}");
-        screen.type_line("/exit");
+        screen.submit("hello from the pty", |s| {
+            s.shows("user said: hello from the pty")
+        });
+        eprintln!("--- answered:\n{}", screen.contents());
+        screen.submit("/exit", Screen::exited);
         let status = screen.wait_exit();
         eprintln!("--- exit {status:?}:\n{}", screen.contents());
     });
@@ -244,10 +284,11 @@ exporter = "none"
         let mut screen = Screen::spawn(cmd);
         std::thread::sleep(Duration::from_secs(4));
         eprintln!("--- at start:\n{}", screen.contents());
-        screen.type_line("hello from the pty");
-        let shown = screen.wait_for("user said: hello from the pty");
-        eprintln!("--- answered:\n{shown}");
-        screen.type_line("/quit");
+        screen.submit("hello from the pty", |s| {
+            s.shows("user said: hello from the pty")
+        });
+        eprintln!("--- answered:\n{}", screen.contents());
+        screen.submit("/quit", Screen::exited);
         let status = screen.wait_exit();
         eprintln!("--- exit {status:?}:\n{}", screen.contents());
     });
