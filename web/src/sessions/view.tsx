@@ -5,6 +5,7 @@ import { useEffect, useState } from "preact/hooks";
 import { post, request } from "../core/daemon";
 import { navigate } from "../core/route";
 import { store, useStore, type Json } from "../core/store";
+import { GatewayChoice } from "./gateway-choice";
 import "./sessions.css";
 
 export function sessionTitle(s: Json): string {
@@ -76,6 +77,7 @@ function NewSession({ onDone }: { onDone: () => void }) {
   const [kind, setKind] = useState<"project" | "chat">(list.length || access === "local" ? "project" : "chat");
   const [cwd, setCwd] = useState(list[0]?.path ?? "");
   const [engine, setEngine] = useState("jucode");
+  const [gateway, setGateway] = useState<Json>({});
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState("");
   const engines = access === "local" ? ["jucode", "claude", "codex", "acp"] : ["jucode", "claude", "codex"];
@@ -89,6 +91,7 @@ function NewSession({ onDone }: { onDone: () => void }) {
         setBusy(true);
         try {
           const fields: Json = { engine };
+          if (Object.keys(gateway).length) fields.options = gateway;
           if (kind === "chat") fields.chat = true;
           else fields.cwd = cwd.trim();
           const r = await request("session_create", fields);
@@ -140,6 +143,7 @@ function NewSession({ onDone }: { onDone: () => void }) {
           ))}
         </select>
       </label>
+      <GatewayChoice engine={engine} onChange={setGateway} />
       <div class="row">
         <button type="submit" disabled={busy || (kind === "project" && !cwd.trim())}>
           Create
