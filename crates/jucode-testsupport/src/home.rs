@@ -21,6 +21,14 @@ impl TestHome {
         TestHome { _dir: dir, root }
     }
 
+    /// A home under `parent` (Codex will not set up its helpers under `/tmp`, so its tests
+    /// pass their target's temporary directory).
+    pub fn new_in(parent: &Path) -> TestHome {
+        let dir = tempfile::tempdir_in(parent).expect("a temporary directory for the test's home");
+        let root = std::fs::canonicalize(dir.path()).expect("the temporary home's real path");
+        TestHome { _dir: dir, root }
+    }
+
     /// The user's home.
     pub fn root(&self) -> &Path {
         &self.root
