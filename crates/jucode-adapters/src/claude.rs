@@ -100,7 +100,20 @@ impl EngineFactory for ClaudeEngine {
             .map(PathBuf::from)
             .unwrap_or_else(|| self.config.user_home.join(".claude"));
         let saved = transcript_exists(&config_dir, &spec.session);
-        Some(found.map(|program| crate::tui::claude(program, spec, saved)))
+        Some(found.and_then(|program| {
+            let mut cmd = crate::tui::claude(program, spec, saved);
+            if spec.gateway {
+                // The same settings file the engine's process gets (rewritten at its restart).
+                let path =
+                    crate::gateway::claude_settings_path(&self.config.jucode_home, &spec.session);
+                let flag = crate::gateway::claude_settings(
+                    crate::gateway::endpoint(&self.config)?,
+                    &path,
+                )?;
+                cmd.args.push(flag);
+            }
+            Ok(cmd)
+        }))
     }
 
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {

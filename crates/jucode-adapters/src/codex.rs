@@ -155,7 +155,17 @@ impl EngineFactory for CodexEngine {
             .iter()
             .any(|c| c.session == thread);
         let thread = saved.then_some(thread.as_str());
-        Some(found.map(|program| crate::tui::codex(program, spec, thread)))
+        Some(found.and_then(|program| {
+            let mut cmd = crate::tui::codex(program, spec, thread);
+            if spec.gateway {
+                let (overrides, key) =
+                    crate::gateway::codex_overrides(crate::gateway::endpoint(&self.config)?);
+                // Before `resume`: the top-level command takes `-c` for every subcommand.
+                cmd.args.splice(0..0, overrides);
+                cmd.env.push(key);
+            }
+            Ok(cmd)
+        }))
     }
 
     /// A plain `codex` began a thread of its own: the newest one that was not there before is

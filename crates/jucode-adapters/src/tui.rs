@@ -89,6 +89,7 @@ mod tests {
             extra_dirs: vec![PathBuf::from("/x")],
             approval_mode: mode,
             model: Some("m".into()),
+            gateway: false,
         }
     }
 
@@ -145,6 +146,7 @@ mod tests {
             extra_dirs: Vec::new(),
             approval_mode: None,
             model: None,
+            gateway: false,
         };
         let before = engine.saved_conversations(&spec.cwd);
         assert_eq!(before.len(), 1);
@@ -190,5 +192,76 @@ mod tests {
         );
         assert_eq!(cmd.args[..2], ["--cd".to_string(), "/w".to_string()]);
         assert!(cmd.args.windows(2).any(|w| w == ["--sandbox", "read-only"]));
+    }
+
+    /// A gateway session's TUI runs through the gateway as its engine does: Claude Code with
+    /// the session's private settings file, Codex with the provider overrides ahead of
+    /// `resume` and the key only in its environment.
+    #[test]
+    fn a_gateway_sessions_tuis_get_the_endpoint_and_the_key_out_of_their_arguments() {
+        use jucode_engine::EngineFactory as _;
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let bin = home.join(".local/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for name in ["claude", "codex"] {
+            std::fs::write(bin.join(name), "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        let config = crate::AdapterConfig {
+            jucode_home: dir.path().join("jucode"),
+            user_home: home,
+            gateway: Some(crate::gateway::GatewayEndpoint {
+                api_url: "http://127.0.0.1:9".into(),
+                key: "gw-secret".into(),
+            }),
+        };
+        let mut on = spec(None);
+        on.gateway = true;
+
+        let claude = crate::claude::ClaudeEngine::new(config.clone());
+        let cmd = claude.tui_command(&on).unwrap().unwrap();
+        let settings = config
+            .jucode_home
+            .join(format!("daemon/claude-gateway-{}.json", on.session));
+        assert!(
+            cmd.args
+                .contains(&format!("--settings={}", settings.display())),
+            "{:?}",
+            cmd.args
+        );
+        let written: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&settings).unwrap()).unwrap();
+        assert_eq!(
+            written["env"]["ANTHROPIC_BASE_URL"],
+            "http://127.0.0.1:9/v1/gateway/anthropic"
+        );
+        assert_eq!(written["env"]["ANTHROPIC_AUTH_TOKEN"], "gw-secret");
+        assert_eq!(
+            std::fs::metadata(&settings).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let off = claude.tui_command(&spec(None)).unwrap().unwrap();
+        assert!(!off.args.iter().any(|a| a.starts_with("--settings")));
+
+        let codex = crate::codex::CodexEngine::new(config.clone());
+        let cmd = codex.tui_command(&on).unwrap().unwrap();
+        assert_eq!(cmd.args[0], "-c", "{:?}", cmd.args);
+        assert!(cmd.args.contains(&"model_provider=\"jucode\"".to_string()));
+        assert!(!cmd.args.iter().any(|a| a.contains("gw-secret")));
+        assert!(
+            cmd.env
+                .contains(&("JUCODE_GATEWAY_KEY".into(), "gw-secret".into()))
+        );
+
+        // Signed out since: the TUI is refused rather than started without credentials.
+        let signed_out = crate::AdapterConfig {
+            gateway: None,
+            ..config
+        };
+        let codex = crate::codex::CodexEngine::new(signed_out);
+        assert!(codex.tui_command(&on).unwrap().is_err());
     }
 }

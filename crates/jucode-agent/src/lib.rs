@@ -409,6 +409,7 @@ mod tests {
             extra_dirs: vec![PathBuf::from("/q")],
             approval_mode: Some(ApprovalMode::AutoEdit),
             model: Some("m".into()),
+            gateway: false,
         };
         let cmd = tui_args(Path::new("/h/.jucode"), &spec, PathBuf::from("/bin/jd"));
         assert_eq!(
@@ -434,6 +435,7 @@ mod tests {
         let plan = jucode_engine::TuiSpec {
             approval_mode: Some(ApprovalMode::Plan),
             model: None,
+            gateway: false,
             extra_dirs: Vec::new(),
             ..spec
         };

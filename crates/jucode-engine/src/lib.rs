@@ -165,6 +165,8 @@ pub struct TuiSpec {
     /// The session's approval mode and model as its engine last reported them.
     pub approval_mode: Option<jucode_protocol::ApprovalMode>,
     pub model: Option<String>,
+    /// The session's saved gateway flag: its TUI runs through the gateway as its engine did.
+    pub gateway: bool,
 }
 
 /// A program to run on a pty for the TUI hand-off: started in the session's directory with the

@@ -82,6 +82,7 @@ impl Hub {
             extra_dirs: inner.workspaces.dirs_for(&s.cwd),
             approval_mode,
             model: super::engine::model_of(&s.view),
+            gateway: s.gateway,
         })
     }
 
