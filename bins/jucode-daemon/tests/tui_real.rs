@@ -10,26 +10,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::num::NonZero;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use base64::Engine as _;
 use jucode_testsupport::fake_model::FakeModel;
+use jucode_testsupport::real_cli::{CLAUDE_KEY, cli, write_claude_state, write_codex_config};
 use jucode_testsupport::{Client, Daemon, TestHome};
 use serde_json::{Value, json};
-
-fn cli(name: &str, var: &str) -> PathBuf {
-    if let Some(bin) = std::env::var_os(var) {
-        return PathBuf::from(bin);
-    }
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../target/peers/npm/node_modules/.bin")
-        .join(name);
-    assert!(
-        bin.exists(),
-        "{name} is not installed: run scripts/install-engines.sh or set {var}"
-    );
-    bin
-}
 
 /// Reads frames until the terminal's screen shows `needle`; other frames are kept. With
 /// `typed`, Enter is pressed again every few seconds while that text still waits on the
@@ -140,36 +127,15 @@ async fn transcript_after_gui(client: &mut Client, session: &str, mut others: Ve
     }
 }
 
-#[tokio::test]
-#[ignore = "drives the real Claude Code TUI"]
-async fn a_claude_session_moves_into_claude_and_back_with_the_turn_typed_there() {
-    let fake = FakeModel::start().await.unwrap();
-    let env = TestHome::new();
-    let project = std::fs::canonicalize(env.project("app")).unwrap();
-    let config_dir = env.root().join("claude-config");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    // What a signed-in user's Claude Code config says (DECISIONS.md, TUI hand-off).
-    let key = "sk-ant-test-key-for-the-fake";
-    let state = json!({
-        "hasCompletedOnboarding": true,
-        "theme": "dark",
-        "customApiKeyResponses": {"approved": [&key[key.len() - 20..]], "rejected": []},
-        "projects": {project.display().to_string(): {"hasTrustDialogAccepted": true}},
-    });
-    std::fs::write(config_dir.join(".claude.json"), state.to_string()).unwrap();
-    let daemon = Daemon::builder(&env.home())
-        .env("CLAUDE_BIN", cli("claude", "CLAUDE_BIN"))
-        .env("CLAUDE_CONFIG_DIR", &config_dir)
-        .env("ANTHROPIC_BASE_URL", fake.base_url())
-        .env("ANTHROPIC_API_KEY", key)
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .start()
-        .await
-        .unwrap();
+/// The hand-off on `daemon` for a session of `engine` in `project`: a turn in the daemon,
+/// `session_tui`, that turn on the TUI's screen, `typed` typed there and answered, `quit`, and
+/// the restarted engine's transcript holding all of it.
+async fn round_trip(daemon: &Daemon, project: &Path, engine: &str, typed: &str, quit: &str) {
     let mut desk = daemon.client().await.unwrap();
     let created = desk
-        .request(json!({"op": "session_create", "cwd": project.display().to_string(), "engine": "claude"}))
+        .request(
+            json!({"op": "session_create", "cwd": project.display().to_string(), "engine": engine}),
+        )
         .await
         .unwrap();
     assert_eq!(created["type"], "session_created", "{created}");
@@ -194,7 +160,7 @@ async fn a_claude_session_moves_into_claude_and_back_with_the_turn_typed_there()
     let term = r["term"].as_str().unwrap().to_string();
     let mut parser = vt100::Parser::new(NonZero::new(40).unwrap(), NonZero::new(120).unwrap(), 0);
     let mut others = Vec::new();
-    // `--resume`: the earlier turn is on the screen.
+    // Resumed: the earlier turn is on the screen.
     screen_until(
         &mut desk,
         &term,
@@ -204,68 +170,55 @@ async fn a_claude_session_moves_into_claude_and_back_with_the_turn_typed_there()
         None,
     )
     .await;
-    type_in(&mut desk, &term, "typed in claude").await;
+    type_in(&mut desk, &term, typed).await;
+    let answer = format!("user said: {typed}");
     screen_until(
         &mut desk,
         &term,
         &mut parser,
         &mut others,
-        "user said: typed in claude",
-        Some("typed in claude"),
+        &answer,
+        Some(typed),
     )
     .await;
-    type_in(&mut desk, &term, "/exit").await;
+    type_in(&mut desk, &term, quit).await;
     let transcript = transcript_after_gui(&mut desk, &session, others).await;
     let items = transcript["items"].to_string();
-    for text in [
-        "before the tui",
-        "typed in claude",
-        "user said: typed in claude",
-    ] {
+    for text in ["before the tui", typed, answer.as_str()] {
         assert!(items.contains(text), "{text}: {items}");
     }
+}
+
+#[tokio::test]
+#[ignore = "drives the real Claude Code TUI"]
+async fn a_claude_session_moves_into_claude_and_back_with_the_turn_typed_there() {
+    let fake = FakeModel::start().await.unwrap();
+    let env = TestHome::new();
+    let project = std::fs::canonicalize(env.project("app")).unwrap();
+    let config_dir = env.root().join("claude-config");
+    write_claude_state(&config_dir, &project);
+    let daemon = Daemon::builder(&env.home())
+        .env("CLAUDE_BIN", cli("claude", "CLAUDE_BIN"))
+        .env("CLAUDE_CONFIG_DIR", &config_dir)
+        .env("ANTHROPIC_BASE_URL", fake.base_url())
+        .env("ANTHROPIC_API_KEY", CLAUDE_KEY)
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("NO_PROXY", "127.0.0.1,localhost")
+        .start()
+        .await
+        .unwrap();
+    round_trip(&daemon, &project, "claude", "typed in claude", "/exit").await;
 }
 
 #[tokio::test]
 #[ignore = "drives the real Codex TUI"]
 async fn a_codex_session_moves_into_codex_and_back_with_the_turn_typed_there() {
     let fake = FakeModel::start().await.unwrap();
+    // Under the target dir: Codex will not set up its helpers under /tmp.
     let env = TestHome::new_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let project = std::fs::canonicalize(env.project("app")).unwrap();
     let codex_home = env.root().join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    // The fake model server as the provider, this project trusted, nothing phoned home.
-    let config = format!(
-        r#"model = "fake-model"
-model_provider = "fake"
-approval_policy = "on-request"
-sandbox_mode = "workspace-write"
-check_for_update_on_startup = false
-
-[model_providers.fake]
-name = "Fake local provider"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "FAKE_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[projects."{}"]
-trust_level = "trusted"
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[otel]
-exporter = "none"
-"#,
-        fake.base_url(),
-        project.display()
-    );
-    std::fs::write(codex_home.join("config.toml"), config).unwrap();
+    write_codex_config(&codex_home, &fake.base_url(), &project);
     // The app-server and the TUI both read the daemon's environment.
     let daemon = Daemon::builder(&env.home())
         .env("CODEX_BIN", cli("codex", "CODEX_BIN"))
@@ -275,61 +228,5 @@ exporter = "none"
         .start()
         .await
         .unwrap();
-    let mut desk = daemon.client().await.unwrap();
-    let created = desk
-        .request(json!({"op": "session_create", "cwd": project.display().to_string(), "engine": "codex"}))
-        .await
-        .unwrap();
-    assert_eq!(created["type"], "session_created", "{created}");
-    let session = created["session"].as_str().unwrap().to_string();
-    desk.request(json!({"op": "watch", "session": session}))
-        .await
-        .unwrap();
-    desk.send(json!({"op": "user_message", "session": session, "content": "before the tui"}))
-        .await
-        .unwrap();
-    desk.recv_until(|f| {
-        f["session"] == session.as_str() && f["type"] == "status" && f["message"] == "ready"
-    })
-    .await
-    .unwrap();
-
-    let r = desk
-        .request(json!({"op": "session_tui", "session": session, "cols": 120, "rows": 40}))
-        .await
-        .unwrap();
-    assert_eq!(r["type"], "term_opened", "{r}");
-    let term = r["term"].as_str().unwrap().to_string();
-    let mut parser = vt100::Parser::new(NonZero::new(40).unwrap(), NonZero::new(120).unwrap(), 0);
-    let mut others = Vec::new();
-    // `codex resume <thread>`: the earlier turn is on the screen.
-    screen_until(
-        &mut desk,
-        &term,
-        &mut parser,
-        &mut others,
-        "user said: before the tui",
-        None,
-    )
-    .await;
-    type_in(&mut desk, &term, "typed in codex").await;
-    screen_until(
-        &mut desk,
-        &term,
-        &mut parser,
-        &mut others,
-        "user said: typed in codex",
-        Some("typed in codex"),
-    )
-    .await;
-    type_in(&mut desk, &term, "/quit").await;
-    let transcript = transcript_after_gui(&mut desk, &session, others).await;
-    let items = transcript["items"].to_string();
-    for text in [
-        "before the tui",
-        "typed in codex",
-        "user said: typed in codex",
-    ] {
-        assert!(items.contains(text), "{text}: {items}");
-    }
+    round_trip(&daemon, &project, "codex", "typed in codex", "/quit").await;
 }

@@ -14,6 +14,8 @@
 //!   directory is.
 //! - [`agent_endpoint::AgentEndpoint`] stands in for the daemon's agent tools endpoint, for
 //!   the real `agent-mcp` server under a real Claude Code or Codex.
+//! - [`real_cli`] finds the real Claude Code and Codex CLIs and writes what they need to run
+//!   against the fake model server.
 //! - [`harness`] runs a hub in-process on a manual clock, for time-driven tests that must not
 //!   wait; wire tests stay on the real binary.
 //!
@@ -31,6 +33,7 @@ pub mod fake_skills;
 pub mod harness;
 mod home;
 mod process;
+pub mod real_cli;
 mod relay;
 
 use std::time::Duration;

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jucode_testsupport::fake_model::FakeModel;
+use jucode_testsupport::real_cli::{CLAUDE_KEY, cli, write_claude_state, write_codex_config};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
 /// How often the screen is looked at, and how many times before giving up (a guard against a
@@ -23,22 +24,6 @@ const POLL: Duration = Duration::from_millis(100);
 const POLLS: u32 = 900;
 /// Polls between presses of Enter while typed text still waits in the prompt.
 const RETRY_ENTER: u32 = 50;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn cli(name: &str, var: &str) -> PathBuf {
-    if let Some(bin) = std::env::var_os(var) {
-        return PathBuf::from(bin);
-    }
-    let bin = root().join("target/peers/npm/node_modules/.bin").join(name);
-    assert!(
-        bin.exists(),
-        "{name} is not installed: run scripts/install-engines.sh or set {var}"
-    );
-    bin
-}
 
 /// A CLI on an 120×40 pty, its screen kept by a vt100 parser.
 struct Screen {
@@ -196,23 +181,13 @@ async fn claude_tui_answers_a_prompt_and_saves_it_under_the_session_id() {
     let fake = FakeModel::start().await.unwrap();
     let (_dir, home, cwd) = world();
     let config_dir = home.join(".claude");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    // What a signed-in user's config already says: onboarding done, this directory trusted,
-    // this API key approved (Claude Code keeps a key's last 20 characters).
-    let key = "sk-ant-test-key-for-the-fake";
-    let state = serde_json::json!({
-        "hasCompletedOnboarding": true,
-        "theme": "dark",
-        "customApiKeyResponses": {"approved": [&key[key.len() - 20..]], "rejected": []},
-        "projects": {cwd.display().to_string(): {"hasTrustDialogAccepted": true}},
-    });
-    std::fs::write(config_dir.join(".claude.json"), state.to_string()).unwrap();
+    write_claude_state(&config_dir, &cwd);
     let session = "3b2d7c9e-1f4a-4c5b-8e6d-0a1b2c3d4e5f";
     let mut cmd = CommandBuilder::new(cli("claude", "CLAUDE_BIN"));
     base(&mut cmd, &home, &cwd);
     cmd.env("CLAUDE_CONFIG_DIR", &config_dir);
     cmd.env("ANTHROPIC_BASE_URL", fake.base_url());
-    cmd.env("ANTHROPIC_API_KEY", key);
+    cmd.env("ANTHROPIC_API_KEY", CLAUDE_KEY);
     cmd.env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
     cmd.args(["--session-id", session, "--model", "claude-fake"]);
     let task = tokio::task::spawn_blocking(move || {
@@ -244,38 +219,7 @@ async fn codex_tui_answers_a_prompt_and_saves_a_thread() {
     let fake = FakeModel::start().await.unwrap();
     let (_dir, home, cwd) = world();
     let codex_home = home.join(".codex");
-    std::fs::create_dir_all(&codex_home).unwrap();
-    let config = format!(
-        r#"model = "fake-model"
-model_provider = "fake"
-approval_policy = "on-request"
-sandbox_mode = "workspace-write"
-check_for_update_on_startup = false
-
-[model_providers.fake]
-name = "Fake local provider"
-base_url = "{}/v1"
-wire_api = "responses"
-env_key = "FAKE_API_KEY"
-request_max_retries = 0
-stream_max_retries = 0
-
-[projects."{}"]
-trust_level = "trusted"
-
-[analytics]
-enabled = false
-
-[feedback]
-enabled = false
-
-[otel]
-exporter = "none"
-"#,
-        fake.base_url(),
-        cwd.display()
-    );
-    std::fs::write(codex_home.join("config.toml"), config).unwrap();
+    write_codex_config(&codex_home, &fake.base_url(), &cwd);
     let mut cmd = CommandBuilder::new(cli("codex", "CODEX_BIN"));
     base(&mut cmd, &home, &cwd);
     cmd.env("CODEX_HOME", &codex_home);
