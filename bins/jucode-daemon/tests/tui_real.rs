@@ -14,7 +14,9 @@ use std::path::Path;
 
 use base64::Engine as _;
 use jucode_testsupport::fake_model::FakeModel;
-use jucode_testsupport::real_cli::{CLAUDE_KEY, cli, write_claude_state, write_codex_config};
+use jucode_testsupport::real_cli::{
+    CLAUDE_KEY, cli, prompt_holds, write_claude_state, write_codex_config,
+};
 use jucode_testsupport::{Client, Daemon, TestHome};
 use serde_json::{Value, json};
 
@@ -70,18 +72,6 @@ async fn screen_until(
 
 /// How long an answer may take before Enter is pressed again (while the text still waits).
 const RETRY_ENTER: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Whether the prompt line (`>` for Claude Code, `›` for Codex) still holds `text`.
-fn prompt_holds(screen: &str, text: &str) -> bool {
-    screen.lines().any(|line| {
-        let line = line.trim_start();
-        let rest = line
-            .strip_prefix('>')
-            .or_else(|| line.strip_prefix('›'))
-            .unwrap_or("");
-        rest.trim() == text
-    })
-}
 
 async fn press(client: &mut Client, term: &str, bytes: &[u8]) {
     let data = base64::engine::general_purpose::STANDARD.encode(bytes);

@@ -77,3 +77,16 @@ exporter = "none"
     std::fs::create_dir_all(codex_home).expect("the Codex home");
     std::fs::write(codex_home.join("config.toml"), config).expect("the Codex config");
 }
+
+/// Whether a TUI's prompt line (`>` for Claude Code, `›` for Codex) on `screen` still holds
+/// `text`: typed but not yet taken.
+pub fn prompt_holds(screen: &str, text: &str) -> bool {
+    screen.lines().any(|line| {
+        let line = line.trim_start();
+        let rest = line
+            .strip_prefix('>')
+            .or_else(|| line.strip_prefix('›'))
+            .unwrap_or("");
+        rest.trim() == text
+    })
+}

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jucode_testsupport::fake_model::FakeModel;
-use jucode_testsupport::real_cli::{CLAUDE_KEY, cli, write_claude_state, write_codex_config};
+use jucode_testsupport::real_cli::{
+    CLAUDE_KEY, cli, prompt_holds, write_claude_state, write_codex_config,
+};
 use portable_pty::{CommandBuilder, PtySize, native_pty_system};
 
 /// How often the screen is looked at, and how many times before giving up (a guard against a
@@ -121,16 +123,8 @@ impl Screen {
         );
     }
 
-    /// Whether the prompt line (`>` for Claude Code, `›` for Codex) still holds `text`.
     fn prompt_holds(&self, text: &str) -> bool {
-        self.contents().lines().any(|line| {
-            let line = line.trim_start();
-            let rest = line
-                .strip_prefix('>')
-                .or_else(|| line.strip_prefix('›'))
-                .unwrap_or("");
-            rest.trim() == text
-        })
+        prompt_holds(&self.contents(), text)
     }
 
     fn shows(&self, text: &str) -> bool {
