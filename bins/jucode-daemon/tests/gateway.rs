@@ -2,7 +2,8 @@
 //! `gateway_catalog` signed in, not signed in and with the gateway down; Claude Code and Codex
 //! sessions (their fakes, behind a wrapper that records what each process was given) with
 //! `jucode_gateway`, proving the endpoint and key reach the process and no user config file
-//! holds them; `set_gateway` restarting the process; the `session_list` flag; refusals for
+//! holds them; `set_gateway` restarting the process (Codex: a new app-server resuming the
+//! thread, after a running turn or at once); the `session_list` flag; refusals for
 //! other engines; `engine: "default"`.
 //!
 //! Build first: `cargo build -p jucode-daemon -p jucode-testsupport -p jucode-fake-engines`.
@@ -27,9 +28,22 @@ fn fixture(name: &str) -> String {
 /// variable and the `--settings` file's content (as they were at start) to `record`, then
 /// runs the fake.
 fn recording_bin(env: &TestHome, fake: &str, record: &Path) -> PathBuf {
+    recording_bin_then(env, fake, record, None)
+}
+
+/// [`recording_bin`] whose later starts replay `later` (a restarted Codex resumes its thread).
+fn recording_bin_then(env: &TestHome, fake: &str, record: &Path, later: Option<&str>) -> PathBuf {
     let real = jucode_testsupport::build_bin(fake, "jucode-fake-engines").unwrap();
+    let later = later
+        .map(|l| {
+            format!(
+                "if [ -s '{}' ]; then export FAKE_ENGINE_SCRIPT='{l}'; fi\n",
+                record.display()
+            )
+        })
+        .unwrap_or_default();
     let script = format!(
-        "#!/bin/sh\n\
+        "#!/bin/sh\n{later}\
          {{ echo '--- start'; for a in \"$@\"; do echo \"arg $a\"; done\n\
            echo \"key ${{JUCODE_GATEWAY_KEY:-none}}\"\n\
            for a in \"$@\"; do case \"$a\" in --settings=*) echo \"settings $(cat \"${{a#--settings=}}\")\";; esac; done\n\
@@ -328,6 +342,106 @@ async fn a_codex_gateway_session_gets_overrides_and_the_key_in_its_environment()
         files_with_token(env.root(), std::slice::from_ref(&record)),
         Vec::<PathBuf>::new(),
         "no user config holds the key"
+    );
+}
+
+/// Frames of `session` until the assistant's text (its deltas joined) holds `text`.
+async fn until_reply(c: &mut Client, session: &str, text: &str) -> String {
+    let mut reply = String::new();
+    c.recv_until(|f| {
+        if f["session"] == session && f["type"] == "assistant_delta" {
+            reply.push_str(f["delta"].as_str().unwrap_or(""));
+        }
+        reply.contains(text)
+    })
+    .await
+    .unwrap();
+    reply
+}
+
+#[tokio::test]
+async fn codex_set_gateway_restarts_the_app_server_on_the_same_thread_after_the_turn_and_when_idle()
+{
+    let env = TestHome::new();
+    let api = FakeSkills::start().await.unwrap();
+    let d = signed_in(&env, &api, json!({})).await;
+    let mut c = d.client().await.unwrap();
+    let record = env.root().join("codex-starts.txt");
+    let resume = fixture("codex-0.171.0-app-server-resume.jsonl");
+    let bin = recording_bin_then(&env, "fake-codex", &record, Some(&resume));
+    let options = json!({
+        "bin": bin.display().to_string(),
+        "env": {"FAKE_ENGINE_SCRIPT": fixture("codex-0.171.0-app-server-approve.jsonl"),
+                "CODEX_HOME": env.root().join(".codex").display().to_string()},
+        "jucode_gateway": true,
+    });
+    let created = c
+        .request(json!({"op": "session_create", "cwd": env.project("app"), "engine": "codex", "options": options}))
+        .await
+        .unwrap();
+    let session = created["session"]
+        .as_str()
+        .expect("session_created")
+        .to_string();
+    c.recv_type("startup", Some(&session)).await.unwrap();
+
+    // Busy: the switch waits for the turn, and a message sent meanwhile waits with it.
+    c.send(json!({"op": "user_message", "session": session, "content": "RUN: echo hi"}))
+        .await
+        .unwrap();
+    let card = c
+        .recv_type("approval_request", Some(&session))
+        .await
+        .unwrap();
+    let r = c
+        .request(json!({"op": "set_gateway", "session": session, "gateway": false}))
+        .await
+        .unwrap();
+    assert_eq!(r["type"], "gateway_set", "{r}");
+    c.send(json!({"op": "user_message", "session": session, "content": "what did I say?"}))
+        .await
+        .unwrap();
+    c.send(json!({"op": "approve", "session": session, "call_id": card["call_id"], "decision": "allow"}))
+        .await
+        .unwrap();
+    // The old process finished its turn (its answer came), then the new one answered the
+    // queued message on the resumed thread.
+    until_reply(&mut c, &session, "tool said: hi").await;
+    until_reply(&mut c, &session, "user said: what did I say?").await;
+    let all = starts(&record, 2).await;
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(
+        all[0].contains("arg model_provider=\"jucode\"\n"),
+        "{}",
+        all[0]
+    );
+    assert!(all[0].contains(&format!("key {TOKEN}\n")), "{}", all[0]);
+    assert!(!all[1].contains("model_provider"), "{}", all[1]);
+    assert!(all[1].contains("key none\n"), "{}", all[1]);
+    assert!(row(&mut c, &session).await.get("gateway").is_none());
+
+    // Idle: at once; the same thread is resumed by a process on the gateway.
+    c.request(json!({"op": "set_gateway", "session": session, "gateway": true}))
+        .await
+        .unwrap();
+    let all = starts(&record, 3).await;
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert!(
+        all[2].contains("arg model_provider=\"jucode\"\n"),
+        "{}",
+        all[2]
+    );
+    assert!(all[2].contains(&format!("key {TOKEN}\n")), "{}", all[2]);
+    c.send(json!({"op": "user_message", "session": session, "content": "what did I say?"}))
+        .await
+        .unwrap();
+    until_reply(&mut c, &session, "user said: what did I say?").await;
+    assert_eq!(row(&mut c, &session).await["gateway"], true);
+    // The session still runs (a replaced process's exit did not end it) on its thread.
+    assert_eq!(row(&mut c, &session).await["open"], true);
+    assert!(
+        d.logs().iter().all(|l| !l.contains(TOKEN)),
+        "the token is never logged"
     );
 }
 

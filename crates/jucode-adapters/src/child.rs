@@ -259,6 +259,26 @@ pub(crate) trait Driven {
         let _ = message;
         true
     }
+    /// Work that needs the child's input stream (a restart waits there for the old process's
+    /// exit), run after every op and frame; `false` ends the session.
+    async fn between(&mut self, input: &mut mpsc::UnboundedReceiver<Input>) -> bool {
+        let _ = input;
+        true
+    }
+}
+
+/// Waits (bounded) until child `generation` has exited; its last frames are dropped.
+pub(crate) async fn wait_exit(input: &mut mpsc::UnboundedReceiver<Input>, generation: u64) {
+    let wait = async {
+        while let Some(got) = input.recv().await {
+            if let Input::Exited(g, _) = got
+                && g == generation
+            {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(EXIT_WAIT, wait).await;
 }
 
 /// Feeds the hub's ops and the child's frames to `adapter` until either side ends, then stops
@@ -270,6 +290,10 @@ pub(crate) async fn drive<A: Driven>(
     input: &mut mpsc::UnboundedReceiver<Input>,
 ) {
     loop {
+        if !adapter.between(input).await {
+            break;
+        }
+        let current = adapter.child().as_ref().map(|c| c.generation);
         tokio::select! {
             op = ops.recv() => {
                 let Some(op) = op else { break };
@@ -278,6 +302,9 @@ pub(crate) async fn drive<A: Driven>(
                 }
             }
             got = input.recv() => match got {
+                // A process the adapter replaced: its last lines and exit are not the session's.
+                Some(Input::Frame(g, _) | Input::Exited(g, _))
+                    if current.is_some_and(|c| c != g) => {}
                 Some(Input::Frame(_, frame)) => {
                     if !adapter.on_frame(frame).await {
                         break;

@@ -18,7 +18,6 @@ mod ops;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use jucode_engine::{EngineError, EngineFactory, EngineHandle, StartSpec};
 use jucode_protocol::serve::{Event, TranscriptItem};
@@ -27,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::agent_tools::{self, AgentTools};
-use crate::child::{ChildProc, Input, Spawn};
+use crate::child::{ChildProc, Input, Spawn, wait_exit};
 use crate::claude_elicit::Elicitation;
 use crate::claude_extras as extras;
 use crate::claude_runs::{self, Runs};
@@ -38,9 +37,6 @@ use crate::turns::{
 use crate::{
     AdapterConfig, EngineOptions, claude_tool_name, error, event, info, status, text_of, truncate,
 };
-
-/// How long a stopping or restarting CLI gets to exit before we stop waiting for it.
-const EXIT_WAIT: Duration = Duration::from_secs(8);
 
 /// Slash commands that belong to jucode sessions only.
 const JUCODE_ONLY: &[&str] = &["/rewind", "/tree", "/checkpoint", "/branch", "/trust"];
@@ -608,20 +604,6 @@ impl Claude {
 /// `initialize`; prompt suggestions are opt-in (the SDK's `promptSuggestions`).
 fn initialize_request() -> Value {
     json!({"subtype": "initialize", "hooks": null, "promptSuggestions": true})
-}
-
-/// Waits until child `generation` has exited (its last frames are dropped).
-async fn wait_exit(input: &mut mpsc::UnboundedReceiver<Input>, generation: u64) {
-    let wait = async {
-        while let Some(got) = input.recv().await {
-            if let Input::Exited(g, _) = got
-                && g == generation
-            {
-                return;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(EXIT_WAIT, wait).await;
 }
 
 /// Claude Code's `--permission-mode` for an approval mode.

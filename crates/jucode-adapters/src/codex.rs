@@ -25,6 +25,7 @@
 mod frames;
 mod notifications;
 mod ops;
+mod restart;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -38,7 +39,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::agent_tools::{self, AgentTools};
-use crate::child::{ChildProc, Input, Spawn, inside};
+use crate::child::{ChildProc, Input, inside};
 use crate::codex_agents::{Agents, strings_in};
 use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, hunk_choice, mode_of};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
@@ -243,25 +244,18 @@ impl EngineFactory for CodexEngine {
             env.retain(|(name, _)| !agent.mcp.env.contains_key(name));
             env.extend(agent.mcp.env.clone());
         }
-        if crate::gateway::requested(&spec.options)? {
-            let (overrides, key) =
-                crate::gateway::codex_overrides(crate::gateway::endpoint(&self.config)?);
-            args.extend(overrides);
-            env.retain(|(name, _)| *name != key.0);
-            env.push(key);
+        let gateway = crate::gateway::requested(&spec.options)?;
+        if gateway {
+            crate::gateway::endpoint(&self.config)?;
         }
-        let child = ChildProc::spawn(
-            Spawn {
-                program: &program,
-                args,
-                cwd: &spec.cwd,
-                env: &env,
-                env_remove: &[],
-                generation: 1,
-                label: "codex".into(),
-            },
-            input_tx,
-        )?;
+        let launch = restart::Launch {
+            program,
+            args,
+            env,
+            endpoint: self.config.gateway.clone(),
+            input: input_tx,
+        };
+        let child = launch.spawn(&spec.cwd, gateway, 1)?;
         let codex = Codex {
             map: ThreadMap::path(&self.config),
             map_lock: self.map_lock.clone(),
@@ -296,6 +290,10 @@ impl EngineFactory for CodexEngine {
             file_changes: HashMap::new(),
             mcp_servers: Vec::new(),
             agent,
+            launch,
+            gateway,
+            restart: restart::Restart::None,
+            reopening: false,
         };
         tokio::spawn(codex.run(ops, input_rx));
         Ok(handle)
@@ -391,6 +389,13 @@ struct Codex {
     mcp_servers: Vec<Value>,
     /// A long-lived agent's tools; its prompt goes in the thread's developer instructions.
     agent: Option<AgentTools>,
+    /// How to start the app-server again (`set_gateway`).
+    launch: restart::Launch,
+    /// Whether the running process talks to the JuCode gateway.
+    gateway: bool,
+    restart: restart::Restart,
+    /// The thread is being resumed by a restarted process: the hub already has its transcript.
+    reopening: bool,
 }
 
 impl Codex {
@@ -399,10 +404,7 @@ impl Codex {
         mut ops: mpsc::UnboundedReceiver<Object>,
         mut input: mpsc::UnboundedReceiver<Input>,
     ) {
-        let init = json!({
-            "clientInfo": {"name": "jucode", "title": "jucode daemon", "version": env!("CARGO_PKG_VERSION")},
-            "capabilities": {"experimentalApi": false},
-        });
+        let init = restart::initialize_params();
         // A failed write means the process is gone: its exit arrives as input below.
         self.request(Request::Initialize, "initialize", init).await;
         crate::child::drive(&mut self, &mut ops, &mut input).await;
@@ -602,6 +604,10 @@ impl crate::child::Driven for Codex {
 
     fn sink(&mut self) -> &mut Sink {
         &mut self.sink
+    }
+
+    async fn between(&mut self, input: &mut mpsc::UnboundedReceiver<Input>) -> bool {
+        self.restart_if_due(input).await
     }
 }
 

@@ -286,7 +286,10 @@ impl Codex {
         {
             return false;
         }
+        // A restarted process resumes a thread whose transcript the hub already has.
+        let reopening = std::mem::take(&mut self.reopening);
         if self.resume_thread.is_some()
+            && !reopening
             && let Some(path) = result.pointer("/thread/path").and_then(Value::as_str)
             && std::path::Path::new(path).is_file()
         {
@@ -298,6 +301,7 @@ impl Codex {
                 return false;
             }
         }
+        self.turn_over();
         self.next_queued().await
     }
 
@@ -405,7 +409,7 @@ impl Codex {
     }
 
     pub(super) async fn next_queued(&mut self) -> bool {
-        if self.busy {
+        if self.busy || self.restart == restart::Restart::Now {
             return true;
         }
         match self.queue.pop() {

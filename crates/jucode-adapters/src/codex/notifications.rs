@@ -299,6 +299,7 @@ impl Codex {
             events.push(event("approval_mode", json!({ "mode": mode.as_str() })));
             events.push(event("approval_mode_pending", json!({ "mode": null })));
         }
+        self.turn_over();
         self.emit_all(events).await && self.next_queued().await
     }
 

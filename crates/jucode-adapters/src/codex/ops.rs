@@ -25,11 +25,8 @@ impl Codex {
                 (Ok(answer), Ok(hunks)) => return self.approve(answer, hunks).await,
                 (Err(e), _) | (_, Err(e)) => Err(e),
             },
-            // The provider is a start flag and this adapter cannot restart its process yet:
-            // the saved flag applies at the session's next open.
-            "set_gateway" => Err(
-                "set_gateway: the running Codex process keeps its provider; the change applies when the session is opened again".into(),
-            ),
+            // The provider is a start flag: the process restarts on the same thread.
+            "set_gateway" => return self.set_gateway(&op).await,
             "set_approval_mode" => match mode_of(&op) {
                 Ok(mode) => return self.set_mode(mode).await,
                 Err(e) => Err(e),
