@@ -161,6 +161,7 @@ fn run_check(check: &Check) -> Result<bool> {
         Check::BenchQuick => bench::run(bench::Options {
             quick: true,
             build: true,
+            only: None,
         }),
     }
 }

@@ -20,7 +20,10 @@ usage: cargo xtask <command>
 commands:
   conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
                                      (FILTER: run only fixtures whose name contains it)
-  bench [--quick] [--no-build]       event fan-out and cold start against in-process references
+  bench [--quick] [--no-build] [--only LIST]
+                                     the release daemon against in-process references (LIST: comma-
+                                     separated of fanout, coldstart, messages, paths, terminals,
+                                     timers, usage, upload, page; default all)
   tidy [--fix]                       crate graph vs docs/ARCHITECTURE.md (--fix rewrites it), layering
                                      rules, unused dependencies, file sizes
   schema [--check]                   write docs/schema/*.json and the op index of docs/PROTOCOL.md
@@ -77,11 +80,19 @@ fn run() -> Result<bool> {
             let mut options = bench::Options {
                 quick: false,
                 build: true,
+                only: None,
             };
-            for arg in rest {
+            let mut args = rest.iter();
+            while let Some(arg) = args.next() {
                 match arg.as_str() {
                     "--quick" => options.quick = true,
                     "--no-build" => options.build = false,
+                    "--only" => {
+                        let Some(list) = args.next() else {
+                            bail!("--only needs a list of benches\n{USAGE}");
+                        };
+                        options.only = Some(bench::select(list)?);
+                    }
                     other => bail!("unexpected argument {other}\n{USAGE}"),
                 }
             }

@@ -59,8 +59,9 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
     if !frame.is_daemon_op() {
         return sessions::forward(cx, frame);
     }
-    let Some(op) = DaemonOp::from_frame(&frame) else {
-        return Err(OpError::NotBuilt(frame.op));
+    let ClientFrame { op, fields, .. } = frame;
+    let Some(op) = DaemonOp::from_fields(&op, fields) else {
+        return Err(OpError::NotBuilt(op));
     };
     match op? {
         DaemonOp::Basics(BasicsOp::Ping) => {

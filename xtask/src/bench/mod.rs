@@ -21,6 +21,41 @@ use crate::daemon::{self, Bins};
 pub struct Options {
     pub quick: bool,
     pub build: bool,
+    /// The benches to run (`--only`); `None` runs all.
+    pub only: Option<Vec<&'static str>>,
+}
+
+/// Every bench, by the name `--only` takes, in the order they run.
+const BENCHES: &[&str] = &[
+    "fanout",
+    "coldstart",
+    "messages",
+    "paths",
+    "terminals",
+    "timers",
+    "usage",
+    "upload",
+    "page",
+];
+
+/// Reads `--only`'s comma-separated list.
+pub fn select(list: &str) -> Result<Vec<&'static str>> {
+    list.split(',')
+        .filter(|n| !n.trim().is_empty())
+        .map(|n| {
+            BENCHES
+                .iter()
+                .copied()
+                .find(|b| *b == n.trim())
+                .with_context(|| format!("no bench named {n:?} (known: {})", BENCHES.join(", ")))
+        })
+        .collect()
+}
+
+impl Options {
+    fn wants(&self, bench: &str) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(&bench))
+    }
 }
 
 /// How big a run is.
@@ -141,6 +176,9 @@ fn run_optimized(options: &Options) -> Result<bool> {
     if options.quick {
         child.arg("--quick");
     }
+    if let Some(only) = &options.only {
+        child.arg("--only").arg(only.join(","));
+    }
     let status = child
         .status()
         .with_context(|| format!("running {} (build it with --release)", xtask.display()))?;
@@ -169,211 +207,228 @@ async fn run_all(options: Options) -> Result<bool> {
     let bins = Bins::of_profile("release")?;
     let sizes = if options.quick { QUICK } else { FULL };
     let mode = if options.quick { " (--quick)" } else { "" };
-
-    println!(
-        "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference",
-        sizes.frames, sizes.repeats
-    );
-    println!(
-        "{:>7}  {:>13}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}",
-        "clients", "daemon fr/s", "ref fr/s", "ratio", "daemon p99", "ref p99", "ratio"
-    );
     let mut ok = true;
-    for &n in sizes.clients {
-        let mut daemon_runs = Vec::new();
-        let mut reference_runs = Vec::new();
-        // Alternated, so a burst of load elsewhere on the machine hits both alike.
-        for _ in 0..sizes.repeats {
-            daemon_runs.push(
-                fanout::daemon_run(&bins, n, sizes.frames)
-                    .await
-                    .with_context(|| format!("daemon fan-out to {n} clients"))?,
+    if options.wants("fanout") {
+        println!(
+            "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference",
+            sizes.frames, sizes.repeats
+        );
+        println!(
+            "{:>7}  {:>13}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}",
+            "clients", "daemon fr/s", "ref fr/s", "ratio", "daemon p99", "ref p99", "ratio"
+        );
+        for &n in sizes.clients {
+            let mut daemon_runs = Vec::new();
+            let mut reference_runs = Vec::new();
+            // Alternated, so a burst of load elsewhere on the machine hits both alike.
+            for _ in 0..sizes.repeats {
+                daemon_runs.push(
+                    fanout::daemon_run(&bins, n, sizes.frames)
+                        .await
+                        .with_context(|| format!("daemon fan-out to {n} clients"))?,
+                );
+                reference_runs.push(
+                    fanout::reference_run(n, sizes.frames)
+                        .await
+                        .with_context(|| format!("reference fan-out to {n} clients"))?,
+                );
+            }
+            let daemon = fanout::Outcome::median(daemon_runs);
+            let reference = fanout::Outcome::median(reference_runs);
+            println!(
+                "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>11}  {:>11}  {:>6.2}",
+                n,
+                thousands(daemon.rate),
+                thousands(reference.rate),
+                daemon.rate / reference.rate,
+                millis(daemon.p99),
+                millis(reference.p99),
+                daemon.p99.as_secs_f64() / reference.p99.as_secs_f64().max(1e-9),
             );
-            reference_runs.push(
-                fanout::reference_run(n, sizes.frames)
-                    .await
-                    .with_context(|| format!("reference fan-out to {n} clients"))?,
+            for note in daemon.notes.iter().chain(&reference.notes) {
+                println!("         note: {note}");
+            }
+            ok &= daemon.complete && reference.complete;
+        }
+    }
+
+    if options.wants("coldstart") {
+        println!();
+        let cold = coldstart::run(&bins, sizes.lines).await?;
+        println!(
+            "cold start{mode}: {} log lines ({} sessions, {} device records); median of 3; ratio = daemon / reference",
+            thousands(cold.lines as f64),
+            thousands(cold.sessions as f64),
+            thousands(cold.device_lines as f64)
+        );
+        println!(
+            "{:>24}  {:>24}  {:>6}",
+            "daemon spawn→listening", "reference parse (Value)", "ratio"
+        );
+        println!(
+            "{:>24}  {:>24}  {:>6.2}",
+            millis(cold.daemon),
+            millis(cold.reference),
+            cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
+        );
+    }
+    if options.wants("messages") {
+        let m = messages::run(&bins, sizes.messages)
+            .await
+            .context("message_send → message_delivered bench")?;
+        println!();
+        println!(
+            "message_send → message_delivered ({} samples, the agent's session idle); reference: user_message → its echo in the same session",
+            m.samples
+        );
+        println!(
+            "{:>6}  {:>12}  {:>12}  {:>10}",
+            "", "message", "echo", "added"
+        );
+        for (name, d, r) in [
+            ("p50", m.message.0, m.echo.0),
+            ("p99", m.message.1, m.echo.1),
+        ] {
+            let added = d.as_secs_f64() - r.as_secs_f64();
+            println!(
+                "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
+                millis(d),
+                millis(r),
+                added * 1000.0
             );
         }
-        let daemon = fanout::Outcome::median(daemon_runs);
-        let reference = fanout::Outcome::median(reference_runs);
+    }
+    if options.wants("paths") {
+        paths::run(&sizes.paths).await?;
+    }
+
+    if options.wants("terminals") {
+        println!();
+        let t = terminals::run(&bins, &sizes.terminals)
+            .await
+            .context("terminal bench")?;
         println!(
-            "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>11}  {:>11}  {:>6.2}",
-            n,
-            thousands(daemon.rate),
-            thousands(reference.rate),
-            daemon.rate / reference.rate,
-            millis(daemon.p99),
-            millis(reference.p99),
-            daemon.p99.as_secs_f64() / reference.p99.as_secs_f64().max(1e-9),
+            "terminals{mode}: {} MiB pty → client, and {} keystrokes echoed; reference: the same shell command on a raw pty read in-process; goals: throughput ratio ≥ 0.60, echo p99 ≤ 5 ms added",
+            t.bytes / (1024 * 1024),
+            t.keys
         );
-        for note in daemon.notes.iter().chain(&reference.notes) {
-            println!("         note: {note}");
+        println!(
+            "{:>16}  {:>16}  {:>6}",
+            "daemon MiB/s", "raw pty MiB/s", "ratio"
+        );
+        let mib = |r: f64| r / (1024.0 * 1024.0);
+        println!(
+            "{:>16.1}  {:>16.1}  {:>6.2}",
+            mib(t.throughput.0),
+            mib(t.throughput.1),
+            t.throughput.0 / t.throughput.1.max(1e-9)
+        );
+        println!(
+            "{:>6}  {:>12}  {:>12}  {:>10}",
+            "echo", "daemon", "raw pty", "added"
+        );
+        for (name, d, r) in [
+            ("p50", t.echo.0.0, t.echo.1.0),
+            ("p99", t.echo.0.1, t.echo.1.1),
+        ] {
+            println!(
+                "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
+                millis(d),
+                millis(r),
+                (d.as_secs_f64() - r.as_secs_f64()) * 1000.0
+            );
         }
-        ok &= daemon.complete && reference.complete;
     }
 
-    println!();
-    let cold = coldstart::run(&bins, sizes.lines).await?;
-    println!(
-        "cold start{mode}: {} log lines ({} sessions, {} device records); median of 3; ratio = daemon / reference",
-        thousands(cold.lines as f64),
-        thousands(cold.sessions as f64),
-        thousands(cold.device_lines as f64)
-    );
-    println!(
-        "{:>24}  {:>24}  {:>6}",
-        "daemon spawn→listening", "reference parse (Value)", "ratio"
-    );
-    println!(
-        "{:>24}  {:>24}  {:>6.2}",
-        millis(cold.daemon),
-        millis(cold.reference),
-        cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
-    );
-    let m = messages::run(&bins, sizes.messages)
-        .await
-        .context("message_send → message_delivered bench")?;
-    println!();
-    println!(
-        "message_send → message_delivered ({} samples, the agent's session idle); reference: user_message → its echo in the same session",
-        m.samples
-    );
-    println!(
-        "{:>6}  {:>12}  {:>12}  {:>10}",
-        "", "message", "echo", "added"
-    );
-    for (name, d, r) in [
-        ("p50", m.message.0, m.echo.0),
-        ("p99", m.message.1, m.echo.1),
-    ] {
-        let added = d.as_secs_f64() - r.as_secs_f64();
+    if options.wants("timers") {
+        println!();
+        let rest = timers::run(&bins, &sizes.timers).await?;
         println!(
-            "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
-            millis(d),
-            millis(r),
-            added * 1000.0
+            "timers at rest{mode}: {} agents, {} armed timers, idle {} s each; goal: RSS under 2x idle, CPU under 1% of a core",
+            thousands(sizes.timers.agents as f64),
+            thousands(sizes.timers.timers as f64),
+            sizes.timers.idle.as_secs()
+        );
+        println!(
+            "{:>16}  {:>16}  {:>6}  {:>14}  {:>14}",
+            "idle RSS", "armed RSS", "ratio", "idle CPU", "armed CPU"
+        );
+        println!(
+            "{:>16}  {:>16}  {:>6.2}  {:>13.3}%  {:>13.3}%",
+            format!("{} KiB", thousands(rest.idle.rss_kib as f64)),
+            format!("{} KiB", thousands(rest.armed.rss_kib as f64)),
+            rest.armed.rss_kib as f64 / (rest.idle.rss_kib as f64).max(1.0),
+            rest.idle.cpu * 100.0,
+            rest.armed.cpu * 100.0,
         );
     }
-    paths::run(&sizes.paths).await?;
-
-    println!();
-    let t = terminals::run(&bins, &sizes.terminals)
-        .await
-        .context("terminal bench")?;
-    println!(
-        "terminals{mode}: {} MiB pty → client, and {} keystrokes echoed; reference: the same shell command on a raw pty read in-process; goals: throughput ratio ≥ 0.60, echo p99 ≤ 5 ms added",
-        t.bytes / (1024 * 1024),
-        t.keys
-    );
-    println!(
-        "{:>16}  {:>16}  {:>6}",
-        "daemon MiB/s", "raw pty MiB/s", "ratio"
-    );
-    let mib = |r: f64| r / (1024.0 * 1024.0);
-    println!(
-        "{:>16.1}  {:>16.1}  {:>6.2}",
-        mib(t.throughput.0),
-        mib(t.throughput.1),
-        t.throughput.0 / t.throughput.1.max(1e-9)
-    );
-    println!(
-        "{:>6}  {:>12}  {:>12}  {:>10}",
-        "echo", "daemon", "raw pty", "added"
-    );
-    for (name, d, r) in [
-        ("p50", t.echo.0.0, t.echo.1.0),
-        ("p99", t.echo.0.1, t.echo.1.1),
-    ] {
+    if options.wants("usage") {
+        println!();
+        let u = usage::run(&bins, sizes.usage_turns)
+            .await
+            .context("session_usage bench")?;
         println!(
-            "{name:>6}  {:>12}  {:>12}  {:>7.3} ms",
-            millis(d),
-            millis(r),
-            (d.as_secs_f64() - r.as_secs_f64()) * 1000.0
+            "session_usage{mode}: a ledger of {} turns over 1,000 sessions, one session asked, median of 3; goal: at most 1.5x the reference",
+            thousands(u.turns as f64)
+        );
+        println!(
+            "{:>16}  {:>28}  {:>6}",
+            "session_usage", "reference parse (Value) + sum", "ratio"
+        );
+        println!(
+            "{:>16}  {:>28}  {:>6.3}",
+            millis(u.daemon),
+            millis(u.reference),
+            u.daemon.as_secs_f64() / u.reference.as_secs_f64().max(1e-9)
         );
     }
-
-    println!();
-    let rest = timers::run(&bins, &sizes.timers).await?;
-    println!(
-        "timers at rest{mode}: {} agents, {} armed timers, idle {} s each; goal: RSS under 2x idle, CPU under 1% of a core",
-        thousands(sizes.timers.agents as f64),
-        thousands(sizes.timers.timers as f64),
-        sizes.timers.idle.as_secs()
-    );
-    println!(
-        "{:>16}  {:>16}  {:>6}  {:>14}  {:>14}",
-        "idle RSS", "armed RSS", "ratio", "idle CPU", "armed CPU"
-    );
-    println!(
-        "{:>16}  {:>16}  {:>6.2}  {:>13.3}%  {:>13.3}%",
-        format!("{} KiB", thousands(rest.idle.rss_kib as f64)),
-        format!("{} KiB", thousands(rest.armed.rss_kib as f64)),
-        rest.armed.rss_kib as f64 / (rest.idle.rss_kib as f64).max(1.0),
-        rest.idle.cpu * 100.0,
-        rest.armed.cpu * 100.0,
-    );
-    println!();
-    let u = usage::run(&bins, sizes.usage_turns)
-        .await
-        .context("session_usage bench")?;
-    println!(
-        "session_usage{mode}: a ledger of {} turns over 1,000 sessions, one session asked, median of 3; goal: at most 1.5x the reference",
-        thousands(u.turns as f64)
-    );
-    println!(
-        "{:>16}  {:>28}  {:>6}",
-        "session_usage", "reference parse (Value) + sum", "ratio"
-    );
-    println!(
-        "{:>16}  {:>28}  {:>6.3}",
-        millis(u.daemon),
-        millis(u.reference),
-        u.daemon.as_secs_f64() / u.reference.as_secs_f64().max(1e-9)
-    );
-    println!();
-    let up = upload::run(&bins, sizes.upload_bytes)
-        .await
-        .context("upload bench")?;
-    println!(
-        "upload{mode}: {} MiB in 4 MiB chunks, median of 3; reference: base64 decode + write + fsync + rename; goal: ratio at least 0.6",
-        up.bytes / (1024 * 1024)
-    );
-    println!(
-        "{:>16}  {:>16}  {:>6}",
-        "daemon MB/s", "reference MB/s", "ratio"
-    );
-    println!(
-        "{:>16.1}  {:>16.1}  {:>6.2}",
-        up.daemon / 1e6,
-        up.reference / 1e6,
-        up.daemon / up.reference.max(1e-9)
-    );
-    println!();
-    let p = page::run(&bins)
-        .await
-        .context("the remote page's first load")?;
-    println!(
-        "remote page first load: as sent with gzip (unpacked); budget: {} KB of JS+CSS after gzip",
-        page::BUDGET / 1000
-    );
-    for (path, sent, unpacked) in &p.files {
+    if options.wants("upload") {
+        println!();
+        let up = upload::run(&bins, sizes.upload_bytes)
+            .await
+            .context("upload bench")?;
         println!(
-            "{path:>16}  {:>9} B  ({:>9} B)",
-            thousands(*sent as f64),
-            thousands(*unpacked as f64)
+            "upload{mode}: {} MiB in 4 MiB chunks, median of 3; reference: base64 decode + write + fsync + rename; goal: ratio at least 0.6",
+            up.bytes / (1024 * 1024)
+        );
+        println!(
+            "{:>16}  {:>16}  {:>6}",
+            "daemon MB/s", "reference MB/s", "ratio"
+        );
+        println!(
+            "{:>16.1}  {:>16.1}  {:>6.2}",
+            up.daemon / 1e6,
+            up.reference / 1e6,
+            up.daemon / up.reference.max(1e-9)
         );
     }
-    let used = p.script_and_style();
-    println!(
-        "{:>16}  {:>9} B  ratio to the budget {:.3}",
-        "JS+CSS",
-        thousands(used as f64),
-        used as f64 / page::BUDGET as f64
-    );
-    if used > page::BUDGET {
-        println!("bench: the page's first load is over its budget");
-        ok = false;
+    if options.wants("page") {
+        println!();
+        let p = page::run(&bins)
+            .await
+            .context("the remote page's first load")?;
+        println!(
+            "remote page first load: as sent with gzip (unpacked); budget: {} KB of JS+CSS after gzip",
+            page::BUDGET / 1000
+        );
+        for (path, sent, unpacked) in &p.files {
+            println!(
+                "{path:>16}  {:>9} B  ({:>9} B)",
+                thousands(*sent as f64),
+                thousands(*unpacked as f64)
+            );
+        }
+        let used = p.script_and_style();
+        println!(
+            "{:>16}  {:>9} B  ratio to the budget {:.3}",
+            "JS+CSS",
+            thousands(used as f64),
+            used as f64 / page::BUDGET as f64
+        );
+        if used > page::BUDGET {
+            println!("bench: the page's first load is over its budget");
+            ok = false;
+        }
     }
     if !ok {
         println!("bench: some clients did not receive every frame (see notes)");

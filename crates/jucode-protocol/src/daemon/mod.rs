@@ -194,10 +194,16 @@ impl DaemonOp {
     /// `frame.op` in an area with typed ops (the daemon then answers that the feature is not
     /// available); `Some(Err)` names what is wrong with the fields, or which is too long.
     pub fn from_frame(frame: &ClientFrame) -> Option<Result<DaemonOp, OpParseError>> {
-        let spec = frame.spec().filter(|s| s.implemented)?;
-        let fields = Value::Object(frame.fields.clone());
+        DaemonOp::from_fields(&frame.op, frame.fields.clone())
+    }
+
+    /// [`DaemonOp::from_frame`] on a frame's `op` and `fields` taken apart: the fields are
+    /// moved into the op, not copied (an upload chunk's data is megabytes).
+    pub fn from_fields(op: &str, fields: Object) -> Option<Result<DaemonOp, OpParseError>> {
+        let spec = ops::spec(op).filter(|s| s.implemented)?;
+        let fields = Value::Object(fields);
         let fail = |message: String| OpParseError {
-            op: frame.op.clone(),
+            op: op.to_string(),
             message,
         };
         fn read<T: serde::de::DeserializeOwned>(fields: Value) -> Result<T, String> {
