@@ -63,7 +63,12 @@ pub(super) fn info(r: &Stored, sessions: &Sessions) -> RequirementInfo {
     RequirementInfo {
         id: r.id.clone(),
         text: r.text.clone(),
-        title: r.title.clone(),
+        // Records written by hand or by older builds may carry no title.
+        title: if r.title.is_empty() {
+            super::title_for(&r.text)
+        } else {
+            r.title.clone()
+        },
         title_auto: r.title_auto,
         images: r.images.clone(),
         project: r.project.clone(),
