@@ -360,10 +360,10 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
                 .delete(&requirement, now)
                 .map_err(RequirementError::from)?;
             let dir = uploads.join("requirements").join(&requirement);
-            if dir.is_dir() {
-                if let Err(e) = std::fs::remove_dir_all(&dir) {
-                    tracing::warn!("{}: {e}", dir.display());
-                }
+            if dir.is_dir()
+                && let Err(e) = std::fs::remove_dir_all(&dir)
+            {
+                tracing::warn!("{}: {e}", dir.display());
             }
             DaemonEvent::RequirementDeleted { requirement }
         }
@@ -384,7 +384,7 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
         } => {
             let mut r = inner.requirements.get(&requirement)?;
             let session = inner.sessions.current_id(&session).to_string();
-            if !r.sessions.iter().any(|s| *s == session) {
+            if !r.sessions.contains(&session) {
                 return Err(RequirementError::NotLinked {
                     requirement,
                     session,
