@@ -57,6 +57,8 @@ pub(crate) enum OpError {
     #[error(transparent)]
     Reports(#[from] ReportError),
     #[error(transparent)]
+    Requirements(#[from] crate::requirements::RequirementError),
+    #[error(transparent)]
     Messages(#[from] MessageError),
     #[error(transparent)]
     Schedules(#[from] ScheduleError),

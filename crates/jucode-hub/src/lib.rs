@@ -30,6 +30,7 @@ mod messages;
 mod paths;
 mod questions;
 mod reports;
+mod requirements;
 mod restart;
 mod router;
 mod schedules;
@@ -140,6 +141,7 @@ struct Inner {
     timers: timers::Timers,
     questions: questions::Questions,
     reports: reports::Reports,
+    requirements: requirements::Requirements,
     messages: messages::Messages,
     schedules: schedules::Schedules,
     usage: usage::Ledger,
@@ -162,6 +164,8 @@ impl Hub {
         let timers = timers::Timers::open(&store, config.clock.clone())?;
         let questions = questions::Questions::open(&store, config.clock.clone())?;
         let reports = reports::Reports::open(&store, config.clock.clone())?;
+        let mut requirements = requirements::Requirements::open(&store, config.clock.clone())?;
+        requirements.migrate(&workspaces)?;
         let mut messages = messages::Messages::open(&store)?;
         messages.follow_renames(|id| {
             let now = sessions.current_id(id);
@@ -194,6 +198,7 @@ impl Hub {
                 timers,
                 questions,
                 reports,
+                requirements,
                 messages,
                 schedules,
                 usage,
@@ -261,14 +266,11 @@ impl Hub {
             inner.workspaces.event(),
             inner.agents_event(),
             inner.schedules.event(),
-            // Dispatches and requirements are not built yet: their lists are empty
-            // (docs/DECISIONS.md).
+            // Dispatch is not built yet: its list is empty (docs/DECISIONS.md).
             inner.questions.event(),
             inner.actions.event(),
             DaemonEvent::Dispatches { dispatches: vec![] },
-            DaemonEvent::Requirements {
-                requirements: vec![],
-            },
+            inner.requirements.event(&inner.sessions),
         ];
         events
             .into_iter()

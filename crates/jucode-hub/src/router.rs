@@ -10,7 +10,8 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
     ClientId, Hub, actions, agents, devices, files, gateway, mcp, messages, questions, reports,
-    schedules, sessions, skills, terminals, timers, to_value, uploads, usage, workspaces,
+    requirements, schedules, sessions, skills, terminals, timers, to_value, uploads, usage,
+    workspaces,
 };
 
 impl Hub {
@@ -82,6 +83,7 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Timers(op) => timers::handle(cx, op),
         DaemonOp::Questions(op) => questions::handle(cx, op),
         DaemonOp::Reports(op) => reports::handle(cx, op),
+        DaemonOp::Requirements(op) => requirements::handle(cx, op),
         DaemonOp::Messages(op) => messages::handle(cx, op),
         DaemonOp::Schedules(op) => schedules::handle(cx, op),
         DaemonOp::Usage(op) => usage::handle(cx, op),

@@ -85,6 +85,21 @@ impl Workspaces {
             .find(|p| p.id == id)
     }
 
+    /// The id of the project whose main directory is `dir`.
+    pub(crate) fn project_at(&self, dir: &Path) -> Option<String> {
+        self.file
+            .workspaces
+            .iter()
+            .flat_map(|w| &w.projects)
+            .find(|p| Path::new(&p.path) == dir)
+            .map(|p| p.id.clone())
+    }
+
+    /// Whether any workspace has a project.
+    pub(crate) fn has_projects(&self) -> bool {
+        self.file.workspaces.iter().any(|w| !w.projects.is_empty())
+    }
+
     /// Every project's directory and its extra directories, as saved.
     pub(crate) fn project_dirs(&self) -> Vec<PathBuf> {
         self.file

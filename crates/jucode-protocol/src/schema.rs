@@ -17,7 +17,8 @@ use crate::ApprovalMode;
 use crate::daemon::ops::{OPS, OpSpec, SessionUse};
 use crate::daemon::{
     ActionsOp, AgentsOp, BasicsOp, DaemonEvent, DevicesOp, FilesOp, GitOp, McpOp, MessagesOp,
-    PushOp, QuestionsOp, ReportsOp, SchedulesOp, SessionsOp, TimersOp, UsageOp, WorkspacesOp,
+    PushOp, QuestionsOp, ReportsOp, RequirementsOp, SchedulesOp, SessionsOp, TimersOp, UsageOp,
+    WorkspacesOp,
 };
 use crate::serve;
 
@@ -73,6 +74,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<TimersOp>(&mut generator, "op"));
     daemon.extend(variants::<QuestionsOp>(&mut generator, "op"));
     daemon.extend(variants::<ReportsOp>(&mut generator, "op"));
+    daemon.extend(variants::<RequirementsOp>(&mut generator, "op"));
     daemon.extend(variants::<MessagesOp>(&mut generator, "op"));
     daemon.extend(variants::<SchedulesOp>(&mut generator, "op"));
     daemon.extend(variants::<UsageOp>(&mut generator, "op"));

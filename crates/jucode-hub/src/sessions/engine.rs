@@ -278,12 +278,14 @@ impl Hub {
                 match event.kind() {
                     "user_message" => {
                         s.busy = true;
+                        s.failed = false;
                         s.updated_at = self.config.clock.now_ms();
                         if s.client_title.is_none() && s.auto_title.is_none() {
                             title = event.str("content").and_then(title_from);
                         }
                     }
                     "connecting" => s.busy = true,
+                    "error" if s.busy => s.failed = true,
                     _ if event.is_ready() => {
                         s.busy = false;
                         s.updated_at = self.config.clock.now_ms();
@@ -304,6 +306,9 @@ impl Hub {
                     }
                 }
                 let changed = was_busy != s.busy || title.is_some();
+                // What a linked requirement's status is derived from.
+                let for_requirements = was_busy != s.busy
+                    || matches!(event.kind(), "approval_request" | "error" | "tool_start");
                 // A finished turn's usage: the model it ran on, for the ledger's price.
                 let usage_of =
                     (event.kind() == "usage").then(|| (s.engine.clone(), model_of(&s.view)));
@@ -355,6 +360,9 @@ impl Hub {
                 }
                 if agent_turn {
                     inner.broadcast_agents();
+                }
+                if for_requirements && inner.requirements.is_linked(session) {
+                    inner.broadcast_requirements();
                 }
                 if actions_changed {
                     let list = to_value(&Reply::to(None, inner.actions.event()));

@@ -136,6 +136,18 @@ pub(crate) struct Session {
     tui: Option<tui::TuiSlot>,
     /// Runs through the JuCode gateway (`jucode_gateway`), as it last ran.
     pub(crate) gateway: bool,
+    /// Its latest turn reported an error (cleared when the next turn starts).
+    failed: bool,
+}
+
+/// What a requirement's list shows of one of its sessions.
+pub(crate) struct SessionFacts {
+    pub(crate) busy: bool,
+    /// An approval request is open.
+    pub(crate) waiting: bool,
+    pub(crate) failed: bool,
+    /// The conversation's latest assistant text.
+    pub(crate) last_reply: Option<String>,
 }
 
 impl Session {
@@ -167,6 +179,7 @@ impl Session {
             created: None,
             tui: None,
             gateway: false,
+            failed: false,
         }
     }
 
@@ -274,6 +287,32 @@ impl Sessions {
     }
 
     /// Refuses an op on a session whose conversation is in its TUI.
+    /// The cwd of `session`, if it is known.
+    pub(crate) fn cwd_of(&self, session: &str) -> Option<&Path> {
+        self.map
+            .get(self.current_id(session))
+            .map(|s| s.cwd.as_path())
+    }
+
+    /// The state of `session` a requirement shows, if it is known.
+    pub(crate) fn facts(&self, session: &str) -> Option<SessionFacts> {
+        let s = self.map.get(self.current_id(session))?;
+        let last_reply = s.view.transcript.iter().rev().find_map(|item| match item {
+            jucode_protocol::serve::TranscriptItem::Assistant { content }
+                if !content.is_empty() =>
+            {
+                Some(content.clone())
+            }
+            _ => None,
+        });
+        Some(SessionFacts {
+            busy: s.busy,
+            waiting: !s.view.approvals.is_empty(),
+            failed: s.failed,
+            last_reply,
+        })
+    }
+
     pub(crate) fn not_in_tui(&self, session: &str) -> Result<(), SessionError> {
         match self.map.get(session) {
             Some(s) if s.tui.is_some() => Err(SessionError::InTui(session.to_string())),

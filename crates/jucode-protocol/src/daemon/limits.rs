@@ -30,6 +30,8 @@ pub const QUESTION_DUE_MAX_SECS: u64 = 30 * 24 * 60 * 60;
 pub const QUESTION_DUE_DEFAULT_SECS: u64 = 24 * 60 * 60;
 /// A report's `body`.
 pub const REPORT_BODY_CHARS: usize = 32_000;
+/// A requirement's words (`requirement_create`, `requirement_update`).
+pub const REQUIREMENT_TEXT_CHARS: usize = 20_000;
 /// A path a client names (`cwd`, `path`, `parent`).
 pub const PATH_BYTES: usize = 4096;
 /// A session's `group` (`session_meta`), as JSON.

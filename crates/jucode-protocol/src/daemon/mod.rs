@@ -2,7 +2,7 @@
 //!
 //! [`ops::OPS`] is the op table; each area's typed ops and reply payloads live in its own
 //! module ([`sessions`], [`agents`], [`actions`], [`workspaces`], [`devices`], [`push`], [`mcp`],
-//! [`messages`], [`schedules`], [`timers`], [`questions`], [`reports`]).
+//! [`messages`], [`schedules`], [`timers`], [`questions`], [`reports`], [`requirements`]).
 //! [`DaemonOp::from_frame`] reads a frame into its area's op; [`DaemonEvent`] is every frame
 //! the daemon itself sends.
 
@@ -20,6 +20,7 @@ pub mod ops;
 pub mod push;
 pub mod questions;
 pub mod reports;
+pub mod requirements;
 pub mod schedules;
 pub mod sessions;
 pub mod skills;
@@ -47,6 +48,9 @@ pub use ops::{Area, Gate, OPS, OpSpec, SessionUse};
 pub use push::{PushOp, PushResult};
 pub use questions::{ClosedQuestion, Importance, QuestionInfo, QuestionsOp};
 pub use reports::{ReportInfo, ReportsOp};
+pub use requirements::{
+    Progress, RequirementGate, RequirementInfo, RequirementState, RequirementsOp,
+};
 pub use schedules::{ScheduleDraft, ScheduleInfo, SchedulesOp};
 pub use sessions::{HistoryRow, SessionInfo, SessionsOp};
 pub use skills::{SkillInfo, SkillSource, SkillsOp};
@@ -170,6 +174,7 @@ pub enum DaemonOp {
     Timers(TimersOp),
     Questions(QuestionsOp),
     Reports(ReportsOp),
+    Requirements(RequirementsOp),
     Messages(MessagesOp),
     Schedules(SchedulesOp),
     Usage(UsageOp),
@@ -221,6 +226,7 @@ impl DaemonOp {
             Area::Timers => read(fields).map(DaemonOp::Timers),
             Area::Questions => read(fields).map(DaemonOp::Questions),
             Area::Reports => read(fields).map(DaemonOp::Reports),
+            Area::Requirements => read(fields).map(DaemonOp::Requirements),
             Area::Messages => read(fields).map(DaemonOp::Messages),
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
@@ -247,6 +253,7 @@ impl DaemonOp {
             DaemonOp::Workspaces(op) => op.check_limits(),
             DaemonOp::Mcp(op) => op.check_limits(),
             DaemonOp::Questions(op) => op.check_limits(),
+            DaemonOp::Requirements(op) => op.check_limits(),
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
@@ -446,7 +453,34 @@ pub enum DaemonEvent {
         dispatches: Vec<Value>,
     },
     Requirements {
-        requirements: Vec<Value>,
+        requirements: Vec<RequirementInfo>,
+    },
+    RequirementCreated {
+        requirement: String,
+    },
+    RequirementSaved {
+        requirement: String,
+    },
+    RequirementDeleted {
+        requirement: String,
+    },
+    RequirementLinked {
+        requirement: String,
+        session: String,
+    },
+    RequirementUnlinked {
+        requirement: String,
+        session: String,
+    },
+    /// The reply to `requirement_image`: the image as a `data:image/…;base64,…` URL.
+    RequirementImage {
+        requirement: String,
+        index: usize,
+        data: String,
+    },
+    RequirementProposalDecided {
+        requirement: String,
+        accept: bool,
     },
     Pairing {
         code: String,

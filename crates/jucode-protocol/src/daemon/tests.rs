@@ -178,6 +178,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Timers(_) => Area::Timers,
             DaemonOp::Questions(_) => Area::Questions,
             DaemonOp::Reports(_) => Area::Reports,
+            DaemonOp::Requirements(_) => Area::Requirements,
             DaemonOp::Messages(_) => Area::Messages,
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,

@@ -60,6 +60,11 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
     );
     typed.extend(variants::<ReportsOp>(&mut generator, "op").keys().cloned());
     typed.extend(
+        variants::<RequirementsOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
+    typed.extend(
         variants::<crate::daemon::FilesOp>(&mut generator, "op")
             .keys()
             .cloned(),
