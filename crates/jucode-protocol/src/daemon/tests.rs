@@ -148,6 +148,14 @@ fn the_table_and_the_typed_ops_agree() {
         "skills_catalog": {},
         "gateway_catalog": {},
         "set_gateway": {"session": "s1", "gateway": true},
+        "requirement_list": {},
+        "requirement_create": {"text": "t"},
+        "requirement_update": {"requirement": "R-1"},
+        "requirement_delete": {"requirement": "R-1"},
+        "requirement_link": {"requirement": "R-1", "session": "s1"},
+        "requirement_unlink": {"requirement": "R-1", "session": "s1"},
+        "requirement_image": {"requirement": "R-1", "index": 0},
+        "requirement_proposal": {"requirement": "R-1", "accept": true},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
