@@ -36,7 +36,8 @@ export const scenarios = [
       await page.getByTestId("tui-terminal").waitFor();
       await page.locator(".xterm-rows").waitFor();
       await eventually(async () => (await screenText(page)).includes("ready · Enter sends"), "the jucode TUI's status line");
-      assert((await screenText(page)).includes("offline-model"), "the TUI names the session's model");
+      // The model comes with the engine's startup, which can be drawn after the status line.
+      await eventually(async () => (await screenText(page)).includes("offline-model"), "the TUI names the session's model");
       const surface = await d.next((f) => f.type === "surface" && f.session === sid, { seen: true });
       assert(surface.surface === "tui" && typeof surface.term === "string", JSON.stringify(surface));
       // The engine is stopped while the TUI runs, yet the header does not call the session closed.
