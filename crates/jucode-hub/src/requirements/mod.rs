@@ -3,6 +3,8 @@
 //! `uploads/requirements/<id>/`. Every change is broadcast as the whole `requirements` list,
 //! whose `status` is derived from the linked sessions (`status.rs`).
 
+mod gate;
+mod prompts;
 mod status;
 mod store;
 
@@ -23,6 +25,7 @@ use crate::sessions::Sessions;
 use crate::workspaces::Workspaces;
 use crate::{HubError, Inner, to_value};
 
+pub(crate) use gate::read_only;
 pub(crate) use store::Stored;
 
 /// Titles up to this many characters are the words themselves.
@@ -64,6 +67,18 @@ pub(crate) enum RequirementError {
     NotImage(String),
     #[error("{0} is larger than {max} MiB", max = FS_IMAGE_MAX_BYTES / (1024 * 1024))]
     TooLarge(String),
+    #[error("lang must be zh or en")]
+    Lang,
+    #[error("unknown mode {0:?} (expected ask, plan, auto, edits or all)")]
+    Mode(String),
+    #[error("session {0} is running a turn: wait for it to end or interrupt it first")]
+    SessionBusy(String),
+    #[error("{0} has no start gate to confirm")]
+    NoGate(String),
+    #[error("{0}: its session is still working; confirm once it has stopped")]
+    GateBusy(String),
+    #[error("{0} has no session and no project directory to start one in: give cwd")]
+    NoDirectory(String),
 }
 
 pub(crate) struct Requirements {
@@ -348,6 +363,10 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
             }
             if let Some(state) = state {
                 r.state = state;
+                // Done or parked, nothing is left to confirm.
+                if matches!(state, RequirementState::Done | RequirementState::Parked) {
+                    r.gate = None;
+                }
             }
             inner.requirements.save(r)?;
             DaemonEvent::RequirementSaved { requirement }
@@ -462,6 +481,73 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
             DaemonEvent::RequirementProposalDecided {
                 requirement,
                 accept,
+            }
+        }
+        RequirementsOp::RequirementBegin {
+            requirement,
+            session,
+            plan,
+            mode,
+            text,
+            lang,
+        } => {
+            let begin = gate::Begin {
+                requirement: requirement.clone(),
+                session,
+                plan,
+                mode,
+                text,
+                lang,
+            };
+            let session = gate::begin(cx.hub, inner, begin)?;
+            DaemonEvent::RequirementBegun {
+                requirement,
+                session,
+            }
+        }
+        RequirementsOp::RequirementConfirm {
+            requirement,
+            text,
+            lang,
+        } => {
+            let stage = gate::confirm(
+                cx.hub,
+                inner,
+                &requirement,
+                text.as_deref(),
+                lang.as_deref(),
+            )?;
+            DaemonEvent::RequirementConfirmed {
+                requirement,
+                stage: stage.into(),
+            }
+        }
+        RequirementsOp::RequirementReply {
+            requirement,
+            text,
+            new_session,
+            cwd,
+            engine,
+            plan,
+            mode,
+            lang,
+        } => {
+            let req = gate::ReplyReq {
+                requirement,
+                text,
+                new_session,
+                cwd,
+                engine,
+                plan,
+                mode,
+                lang,
+            };
+            match gate::reply(cx, inner, req)? {
+                Some(reply) => reply,
+                None => {
+                    inner.broadcast_requirements();
+                    return Ok(());
+                }
             }
         }
     };

@@ -132,6 +132,11 @@ impl Hub {
         let factory = self.engine_factory(&engine)?;
         let mut options = options;
         self.apply_gateway_flag(inner, session, factory.takes_gateway(), &mut options)?;
+        // A start gate holds the session read-only through every start of its engine.
+        if inner.requirements.gate_of(session).is_some() {
+            let mode = crate::requirements::read_only(&engine);
+            options.insert("approval_mode".into(), Value::from(mode.as_str()));
+        }
         if chat {
             options.insert("chat".into(), Value::Bool(true));
         }
@@ -229,6 +234,9 @@ impl Hub {
             .insert(session.to_string(), named.clone());
         inner.messages.runs.renamed(session, &named);
         inner.messages.session_renamed(session, &named);
+        if let Err(e) = inner.requirements.session_renamed(session, &named) {
+            tracing::error!("{e}");
+        }
         // A scheduled run's delivery named the first id; continuing it needs the new one.
         inner.schedules.session_renamed(session, &named);
         Some(named)
@@ -313,6 +321,8 @@ impl Hub {
                 let usage_of =
                     (event.kind() == "usage").then(|| (s.engine.clone(), model_of(&s.view)));
                 let agent_turn = was_busy != s.busy && s.agent.is_some();
+                // A turn that ended without an error answers a start gate's step.
+                let turn_ended = was_busy && !s.busy && !s.failed;
                 if let Some(title) = &title {
                     s.auto_title = Some(title.clone());
                 }
@@ -339,10 +349,9 @@ impl Hub {
                     tracing::error!("{e}");
                     false
                 });
-                if let Some((client, id)) = created {
-                    let session = session.to_string();
-                    let reply = to_value(&Reply::to(id, DaemonEvent::SessionCreated { session }));
-                    inner.clients.send(client, &reply);
+                if let Some(c) = created {
+                    let reply = to_value(&Reply::to(c.id, (c.reply)(session.to_string())));
+                    inner.clients.send(c.client, &reply);
                 }
                 // Usage hook: the turn is in the ledger (fsynced) before clients see its key.
                 let event = match usage_of {
@@ -361,6 +370,9 @@ impl Hub {
                 if agent_turn {
                     inner.broadcast_agents();
                 }
+                if turn_ended && let Err(e) = inner.requirements.turn_ended(session) {
+                    tracing::error!("{e}");
+                }
                 if for_requirements && inner.requirements.is_linked(session) {
                     inner.broadcast_requirements();
                 }
@@ -378,13 +390,13 @@ impl Hub {
                 s.busy = false;
                 s.watchers.clear();
                 self.deliveries_dropped(&mut inner, session);
-                if let Some((client, id)) = created {
+                if let Some(c) = created {
                     let why = error.as_deref().unwrap_or("it stopped");
                     let reply = to_value(&Reply::error(
-                        id,
+                        c.id,
                         format!("the session could not be opened: {why}"),
                     ));
-                    inner.clients.send(client, &reply);
+                    inner.clients.send(c.client, &reply);
                 }
                 if let Some(error) = &error {
                     tracing::warn!(session, "engine stopped: {error}");

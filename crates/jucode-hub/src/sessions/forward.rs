@@ -9,10 +9,11 @@ use crate::cx::OpCx;
 use crate::error::OpError;
 
 /// Forwards a frame whose op is not the daemon's to the session it names.
-pub(crate) fn forward(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
-    let Some(session) = frame.session.as_deref() else {
+pub(crate) fn forward(cx: &OpCx<'_>, mut frame: ClientFrame) -> Result<(), OpError> {
+    let Some(session) = frame.session.clone() else {
         return Err(OpError::RequiresSession(frame.op));
     };
+    let session = session.as_str();
     cx.hub.lock().sessions.not_in_tui(session)?;
     match frame.op.as_str() {
         "decide_action" => return decide_action(cx, &frame),
@@ -34,6 +35,9 @@ pub(crate) fn forward(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> 
         _ => {}
     }
     let mut inner = cx.hub.lock();
+    if frame.op == "set_approval_mode" {
+        hold_read_only(&mut inner, session, &mut frame)?;
+    }
     let s = inner.sessions.get_mut(session)?;
     let Some(running) = &s.running else {
         return Err(SessionError::NotOpenSendOpen(session.to_string()).into());
@@ -48,6 +52,29 @@ pub(crate) fn forward(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> 
         && let Some(call_id) = frame.fields.get("call_id").and_then(Value::as_str)
     {
         s.view.approvals.retain(|(c, _)| c != call_id);
+    }
+    Ok(())
+}
+
+/// While a start gate holds the session, a client's mode becomes the one to work in after
+/// the gate, and the engine is sent its read-only mode instead.
+fn hold_read_only(
+    inner: &mut crate::Inner,
+    session: &str,
+    frame: &mut ClientFrame,
+) -> Result<(), OpError> {
+    let engine = inner.sessions.get(session)?.engine.clone();
+    let asked = frame
+        .fields
+        .get("mode")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let held = inner
+        .requirements
+        .hold_mode(session, &engine, asked.as_deref())?;
+    if let Some(mode) = held {
+        frame.fields.insert("mode".into(), mode.as_str().into());
+        inner.broadcast_requirements();
     }
     Ok(())
 }

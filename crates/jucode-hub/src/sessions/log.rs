@@ -74,7 +74,7 @@ fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::E
     Value::deserialize(d).map(Some)
 }
 
-pub(super) fn default_engine() -> String {
+pub(crate) fn default_engine() -> String {
     DEFAULT_ENGINE.into()
 }
 

@@ -29,6 +29,7 @@ use crate::{Auth, HubError};
 pub(crate) use engine::SessionState;
 pub(crate) use forward::forward;
 use log::Record;
+pub(crate) use log::default_engine;
 use view::View;
 
 /// How long an auto title may be (first line of the first message).
@@ -129,15 +130,34 @@ pub(crate) struct Session {
     watchers: BTreeSet<ClientId>,
     busy: bool,
     view: View,
-    /// The `session_create` reply held until the engine's first `startup` (see
-    /// `EngineFactory::opens_at_startup`): the client and its request id.
-    created: Option<(ClientId, Option<Value>)>,
+    /// The reply to the op that created it, held until the engine's first `startup` (see
+    /// `EngineFactory::opens_at_startup`).
+    created: Option<Created>,
     /// Set while the conversation is in its engine's TUI (`session_tui`).
     tui: Option<tui::TuiSlot>,
     /// Runs through the JuCode gateway (`jucode_gateway`), as it last ran.
     pub(crate) gateway: bool,
     /// Its latest turn reported an error (cleared when the next turn starts).
     failed: bool,
+}
+
+/// Who asked for a new session and how they are answered once it has its id.
+pub(crate) struct Created {
+    pub(crate) client: ClientId,
+    pub(crate) id: Option<Value>,
+    /// The reply, given the session's id: `session_created`, or the op's own.
+    pub(crate) reply: fn(String) -> DaemonEvent,
+}
+
+impl Created {
+    /// A reply to `session_create`.
+    pub(crate) fn session_create(client: ClientId, id: Option<Value>) -> Created {
+        Created {
+            client,
+            id,
+            reply: |session| DaemonEvent::SessionCreated { session },
+        }
+    }
 }
 
 /// What a requirement's list shows of one of its sessions.

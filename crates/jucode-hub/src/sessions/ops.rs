@@ -5,15 +5,17 @@ use std::sync::Arc;
 
 use jucode_engine::EngineFactory;
 use jucode_protocol::Object;
-use jucode_protocol::daemon::DaemonEvent;
 use jucode_protocol::daemon::sessions::ENGINES;
+use jucode_protocol::daemon::{DaemonEvent, Reply};
 use serde_json::Value;
 
-use super::{Record, Session, SessionError, check_options, log::default_engine, set_attended};
+use super::{
+    Created, Record, Session, SessionError, check_options, log::default_engine, set_attended,
+};
 use crate::cx::OpCx;
 use crate::error::IoError;
 use crate::util::new_uuid;
-use crate::{Hub, paths};
+use crate::{Hub, Inner, paths};
 
 pub(super) struct CreateRequest {
     pub(super) cwd: Option<String>,
@@ -119,39 +121,59 @@ pub(super) fn create(cx: &OpCx<'_>, mut req: CreateRequest) -> Result<(), Sessio
     };
     let factory = hub.engine_factory(&engine)?;
     super::gateway::check_option(factory.takes_gateway(), &engine, &req.options)?;
-    let opens_at_startup = factory.opens_at_startup();
-    let session = new_uuid()?;
-    let at = hub.config.clock.now_ms();
     let mut inner = hub.lock();
-    inner.sessions.append(&Record::Open {
-        session: session.clone(),
-        cwd: cwd.display().to_string(),
-        engine: engine.clone(),
-        agent: None,
-        chat: req.chat,
-        at,
-    })?;
-    inner.sessions.map.insert(
-        session.clone(),
-        Session::new(session.clone(), cwd, engine, req.chat, None, at),
-    );
-    if let Err(e) = hub.start_engine(&mut inner, &session, req.options, false, None) {
-        let _ = inner.sessions.append(&Record::Close {
-            session: session.clone(),
-            at: hub.config.clock.now_ms(),
-        });
-        inner.broadcast_sessions();
-        return Err(e);
-    }
-    if opens_at_startup {
-        if let Some(s) = inner.sessions.map.get_mut(&session) {
-            s.created = Some((cx.client, cx.id.clone()));
-        }
-    } else {
-        cx.reply_locked(&mut inner, DaemonEvent::SessionCreated { session });
-    }
-    inner.broadcast_sessions();
+    let created = Created::session_create(cx.client, cx.id.clone());
+    hub.new_session(&mut inner, cwd, engine, req.chat, req.options, created)?;
     Ok(())
+}
+
+impl Hub {
+    /// Records a new session of `engine` in `cwd` (resolved by the caller) and starts its
+    /// engine; `created` is answered once the engine has named the session (at once for
+    /// engines that take the daemon's id). Returns the id as given now.
+    pub(crate) fn new_session(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        cwd: PathBuf,
+        engine: String,
+        chat: bool,
+        options: Object,
+        created: Created,
+    ) -> Result<String, SessionError> {
+        let opens_at_startup = self.engine_factory(&engine)?.opens_at_startup();
+        let session = new_uuid()?;
+        let at = self.config.clock.now_ms();
+        inner.sessions.append(&Record::Open {
+            session: session.clone(),
+            cwd: cwd.display().to_string(),
+            engine: engine.clone(),
+            agent: None,
+            chat,
+            at,
+        })?;
+        inner.sessions.map.insert(
+            session.clone(),
+            Session::new(session.clone(), cwd, engine, chat, None, at),
+        );
+        if let Err(e) = self.start_engine(inner, &session, options, false, None) {
+            let _ = inner.sessions.append(&Record::Close {
+                session: session.clone(),
+                at: self.config.clock.now_ms(),
+            });
+            inner.broadcast_sessions();
+            return Err(e);
+        }
+        if opens_at_startup {
+            if let Some(s) = inner.sessions.map.get_mut(&session) {
+                s.created = Some(created);
+            }
+        } else {
+            let reply = crate::to_value(&Reply::to(created.id, (created.reply)(session.clone())));
+            inner.clients.send(created.client, &reply);
+        }
+        inner.broadcast_sessions();
+        Ok(session)
+    }
 }
 
 pub(super) async fn open(cx: &OpCx<'_>, mut req: OpenRequest) -> Result<(), SessionError> {

@@ -482,6 +482,18 @@ pub enum DaemonEvent {
         requirement: String,
         accept: bool,
     },
+    RequirementBegun {
+        requirement: String,
+        session: String,
+    },
+    /// The gate moved on: `stage` is `plan`, or `go` when the work was sent.
+    RequirementConfirmed {
+        requirement: String,
+        stage: String,
+    },
+    RequirementReplied {
+        session: String,
+    },
     Pairing {
         code: String,
         expires_at: u64,

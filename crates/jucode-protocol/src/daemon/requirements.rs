@@ -63,6 +63,52 @@ pub enum RequirementsOp {
         requirement: String,
         accept: bool,
     },
+    /// Starts `session` on the requirement behind the start gate.
+    RequirementBegin {
+        requirement: String,
+        session: String,
+        /// Whether a plan is asked for (and confirmed) before the work.
+        #[serde(default)]
+        plan: bool,
+        /// The mode to work in once the gate is passed (client or engine name); `auto` when
+        /// left out.
+        #[serde(default)]
+        mode: Option<String>,
+        /// The user's added words.
+        #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::REQUIREMENT_TEXT_CHARS)))]
+        text: Option<String>,
+        /// `zh` (the default) or `en`: the language of the gate's prompts.
+        #[serde(default)]
+        lang: Option<String>,
+    },
+    /// Confirms the gate's current step.
+    RequirementConfirm {
+        requirement: String,
+        #[serde(default)]
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::REQUIREMENT_TEXT_CHARS)))]
+        text: Option<String>,
+        #[serde(default)]
+        lang: Option<String>,
+    },
+    /// Sends words to the requirement's latest session, or starts a new one behind the gate.
+    RequirementReply {
+        requirement: String,
+        #[cfg_attr(feature = "schema", schemars(length(max = limits::REQUIREMENT_TEXT_CHARS)))]
+        text: String,
+        #[serde(default)]
+        new_session: bool,
+        #[serde(default)]
+        cwd: Option<String>,
+        #[serde(default)]
+        engine: Option<String>,
+        #[serde(default)]
+        plan: bool,
+        #[serde(default)]
+        mode: Option<String>,
+        #[serde(default)]
+        lang: Option<String>,
+    },
 }
 
 impl RequirementsOp {
@@ -71,8 +117,13 @@ impl RequirementsOp {
             RequirementsOp::RequirementCreate { text, .. } => {
                 limits::chars("text", Some(text), limits::REQUIREMENT_TEXT_CHARS)
             }
-            RequirementsOp::RequirementUpdate { text, .. } => {
+            RequirementsOp::RequirementUpdate { text, .. }
+            | RequirementsOp::RequirementBegin { text, .. }
+            | RequirementsOp::RequirementConfirm { text, .. } => {
                 limits::chars("text", text.as_deref(), limits::REQUIREMENT_TEXT_CHARS)
+            }
+            RequirementsOp::RequirementReply { text, .. } => {
+                limits::chars("text", Some(text), limits::REQUIREMENT_TEXT_CHARS)
             }
             _ => Ok(()),
         }

@@ -156,6 +156,9 @@ fn the_table_and_the_typed_ops_agree() {
         "requirement_unlink": {"requirement": "R-1", "session": "s1"},
         "requirement_image": {"requirement": "R-1", "index": 0},
         "requirement_proposal": {"requirement": "R-1", "accept": true},
+        "requirement_begin": {"requirement": "R-1", "session": "s1", "plan": true, "mode": "edits"},
+        "requirement_confirm": {"requirement": "R-1", "lang": "en"},
+        "requirement_reply": {"requirement": "R-1", "text": "more"},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
