@@ -398,8 +398,10 @@ mod tests {
         let key =
             web_push_native::jwt_simple::algorithms::ES256PublicKey::from_bytes(&unb64(k).unwrap())
                 .unwrap();
-        let mut options = VerificationOptions::default();
-        options.allowed_audiences = Some(["http://127.0.0.1:40001".to_string()].into());
+        let options = VerificationOptions {
+            allowed_audiences: Some(["http://127.0.0.1:40001".to_string()].into()),
+            ..Default::default()
+        };
         let claims = key
             .verify_token::<NoCustomClaims>(token, Some(options))
             .unwrap();
@@ -408,8 +410,10 @@ mod tests {
         let iat = claims.issued_at.unwrap().as_secs();
         assert_eq!(exp - iat, 3600);
         // Another origin (the port left out, as the library wrote it) is refused.
-        let mut wrong = VerificationOptions::default();
-        wrong.allowed_audiences = Some(["http://127.0.0.1".to_string()].into());
+        let wrong = VerificationOptions {
+            allowed_audiences: Some(["http://127.0.0.1".to_string()].into()),
+            ..Default::default()
+        };
         assert!(
             key.verify_token::<NoCustomClaims>(token, Some(wrong))
                 .is_err()
