@@ -6,14 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use jucode_relay_proto::client::{ClientError, DeviceKeys, PairLink, Phone, parse_pair_link};
+use jucode_testsupport::fake_push::FakePush;
 use jucode_testsupport::{Client, Daemon, RelayServer, daemon_bin};
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -437,63 +436,12 @@ async fn the_daemon_reconnects_when_the_relay_restarts() -> Result<()> {
     Ok(())
 }
 
-/// What the fake push service received: headers and body of each request.
-type Received = Arc<Mutex<Vec<(hyper::HeaderMap, Vec<u8>)>>>;
-
-/// A push service on loopback: records each request, answers with the status it is given.
-struct FakePush {
-    addr: SocketAddr,
-    received: Received,
-    status: Arc<Mutex<u16>>,
-}
-
-async fn fake_push() -> Result<FakePush> {
-    use http_body_util::BodyExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let received: Received = Arc::default();
-    let status = Arc::new(Mutex::new(201u16));
-    let (r, s) = (received.clone(), status.clone());
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let (r, s) = (r.clone(), s.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (r, s) = (r.clone(), s.clone());
-                        async move {
-                            let headers = req.headers().clone();
-                            let body = req.into_body().collect().await?.to_bytes().to_vec();
-                            r.lock().unwrap().push((headers, body));
-                            let mut resp = hyper::Response::new(http_body_util::Full::new(
-                                hyper::body::Bytes::new(),
-                            ));
-                            *resp.status_mut() =
-                                hyper::StatusCode::from_u16(*s.lock().unwrap()).unwrap();
-                            Ok::<_, hyper::Error>(resp)
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(FakePush {
-        addr,
-        received,
-        status,
-    })
-}
-
 #[tokio::test]
 async fn push_reaches_a_fake_push_service_encrypted_and_410_drops_the_subscription() -> Result<()> {
-    use web_push_native::p256;
     let dir = tempfile::tempdir()?;
-    let push = fake_push().await?;
+    let push = FakePush::start().await?;
     let vapid = dir.path().join("vapid.key");
-    let prefix = format!("http://{}/", push.addr);
+    let prefix = push.prefix();
     let (relay, daemon, mut local) = setup(
         dir.path(),
         &[
@@ -515,18 +463,8 @@ async fn push_reaches_a_fake_push_service_encrypted_and_410_drops_the_subscripti
         "only a paired device can receive notifications"
     );
 
-    // The browser's keys: a P-256 key pair and a 16-byte auth secret.
-    let rng = ring::rand::SystemRandom::new();
-    let mut raw = [0u8; 32];
-    ring::rand::SecureRandom::fill(&rng, &mut raw).unwrap();
-    let ua_secret = p256::SecretKey::from_slice(&raw)?;
-    use p256::elliptic_curve::sec1::ToEncodedPoint;
-    let ua_public = ua_secret.public_key().to_encoded_point(false);
-    let mut auth = [0u8; 16];
-    ring::rand::SecureRandom::fill(&rng, &mut auth).unwrap();
-    let b64 = jucode_relay_proto::identity::b64;
-    let endpoint = format!("{prefix}push/device-1");
-    let sub = json!({"endpoint": endpoint, "keys": {"p256dh": b64(ua_public.as_bytes()), "auth": b64(&auth)}});
+    let sub = push.subscription("device-1")?;
+    let endpoint = sub["endpoint"].as_str().context("endpoint")?.to_string();
     let ok = request(
         &mut p,
         json!({"op": "push_subscribe", "id": 1, "subscription": sub}),
@@ -539,29 +477,28 @@ async fn push_reaches_a_fake_push_service_encrypted_and_410_drops_the_subscripti
     let tested = request(&mut p, json!({"op": "push_test", "id": 2})).await?;
     assert_eq!(tested["type"], "push_tested", "{tested}");
     assert_eq!(tested["results"][0]["status"], 204, "{tested}");
-    assert_eq!(tested["results"][0]["service"], push.addr.to_string());
-    let (headers, body) = push.received.lock().unwrap().remove(0);
-    assert_eq!(headers["content-encoding"], "aes128gcm");
-    let authz = headers["authorization"].to_str()?;
-    assert!(authz.starts_with("vapid t="), "{authz}");
-    let plain = web_push_native::decrypt(
-        body,
-        &ua_secret,
-        &web_push_native::Auth::clone_from_slice(&auth),
-    )
-    .map_err(|e| anyhow::anyhow!("decrypt: {e}"))?;
-    let payload: Value = serde_json::from_slice(&plain)?;
-    assert_eq!(payload["title"], "jucode");
-    assert_eq!(payload["url"], "/remote");
+    assert_eq!(tested["results"][0]["service"], push.addr().to_string());
+    // Verified (VAPID aud with the port, signed by the relay's published key) and decrypted.
+    let got = push.delivered(1).await?;
+    let key = jucode_testsupport::http(relay.addr, "GET", "/relay/v1/push/key", None).await?;
+    assert_eq!(
+        got.vapid_key,
+        key.json()?["key"],
+        "signed with the published key"
+    );
+    assert_eq!(got.claims["aud"], push.origin());
+    assert_eq!(got.payload["title"], "jucode");
+    assert_eq!(got.payload["url"], "/remote");
 
     // The push service says the subscription is gone: the daemon forgets it.
-    *push.status.lock().unwrap() = 410;
+    push.set_status(410);
     let tested = request(&mut p, json!({"op": "push_test", "id": 3})).await?;
     assert_eq!(tested["results"][0]["status"], 410, "{tested}");
     let saved = std::fs::read_to_string(daemon.home.join("daemon/push.json"))?;
     assert!(!saved.contains(&endpoint), "{saved}");
     let tested = request(&mut p, json!({"op": "push_test", "id": 4})).await?;
     assert_eq!(tested["results"], json!([]));
+    assert_eq!(push.received().len(), 2);
     Ok(())
 }
 

@@ -27,6 +27,7 @@ mod gateway;
 mod items_tests;
 mod mcp;
 mod messages;
+mod notifications;
 mod paths;
 mod questions;
 mod reports;
@@ -61,6 +62,7 @@ pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
 };
 pub use gateway::{Gateway, GroupsFuture};
+pub use notifications::Notification;
 pub use skills::{CatalogFuture, InstallFuture, SkillCatalog, Skills, valid_id as valid_skill_id};
 pub use usage::{Billing, Charge, ChargesFuture};
 
@@ -147,6 +149,7 @@ struct Inner {
     usage: usage::Ledger,
     settings: Settings,
     terminals: terminals::Terminals,
+    notifications: notifications::Notifications,
 }
 
 impl Hub {
@@ -172,6 +175,7 @@ impl Hub {
             (now != id).then(|| now.to_string())
         });
         let schedules = schedules::Schedules::open(&agents, &messages);
+        let notifications = notifications::Notifications::new(&requirements.event(&sessions));
         let usage = usage::open(&store)?;
         let purged = uploads::purge(
             &config.home.join("uploads"),
@@ -204,6 +208,7 @@ impl Hub {
                 usage,
                 settings,
                 terminals: Default::default(),
+                notifications,
             }),
         });
         // What the last run handed over and never saw reach its session.

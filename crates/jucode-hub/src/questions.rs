@@ -601,5 +601,6 @@ pub(crate) fn tool(hub: &Arc<Hub>, caller: &Caller, args: Value) -> Result<Value
         })
         .map_err(OpError::from)?;
     inner.broadcast_questions();
+    inner.notifications.question_asked(&info);
     Ok(json!({"question": info.id, "due_at": info.due_at}))
 }

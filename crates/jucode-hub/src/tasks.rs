@@ -54,6 +54,7 @@ impl Hub {
             None => false,
         });
         tokio::spawn(supervise(clock, first, step));
+        self.start_notifications();
     }
 
     /// The number of background ticks completed so far; tests wait on it to know a tick has

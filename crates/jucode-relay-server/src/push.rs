@@ -12,6 +12,7 @@ use jucode_relay_proto::identity::{b64, host_id, unb64};
 use serde::Deserialize;
 use serde_json::Value;
 use web_push_native::jwt_simple::algorithms::{ECDSAP256KeyPairLike, ES256KeyPair};
+use web_push_native::jwt_simple::claims::Claims;
 use web_push_native::{Auth, WebPushBuilder};
 
 use crate::{Body, State, text};
@@ -29,6 +30,13 @@ const PUSH_SERVICES: &[&str] = &[
     "notify.windows.com",
     "push.services.mozilla.com",
 ];
+
+/// How long a push service may keep a message for an offline browser (the `TTL` header).
+const MESSAGE_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
+/// How long the VAPID token is valid: RFC 8292 allows at most 24 hours, so half of that
+/// leaves room for a push service whose clock runs ahead.
+const VAPID_VALID: std::time::Duration = std::time::Duration::from_secs(12 * 60 * 60);
 
 /// Web Push settings.
 pub struct PushConfig {
@@ -238,9 +246,9 @@ async fn deliver(pusher: &Pusher, sub: &WebSubscription, payload: Vec<u8>) -> St
         return StatusCode::BAD_REQUEST;
     };
     let auth = Auth::clone_from_slice(&auth);
-    let request = match WebPushBuilder::new(uri, ua_public, auth)
-        .with_valid_duration(std::time::Duration::from_secs(24 * 60 * 60))
-        .with_vapid(&pusher.config.vapid, &pusher.config.contact)
+    // Without the library's VAPID: it leaves the port out of `aud` (see `vapid_header`).
+    let request = match WebPushBuilder::new(uri.clone(), ua_public, auth)
+        .with_valid_duration(MESSAGE_TTL)
         .build(payload)
     {
         Ok(r) => r,
@@ -249,11 +257,21 @@ async fn deliver(pusher: &Pusher, sub: &WebSubscription, payload: Vec<u8>) -> St
             return StatusCode::BAD_GATEWAY;
         }
     };
+    let authorization = match vapid_header(&pusher.config, &pusher.public, &uri, VAPID_VALID) {
+        Ok(value) => value,
+        Err(e) => {
+            tracing::warn!("push: VAPID: {e}");
+            return StatusCode::BAD_GATEWAY;
+        }
+    };
     let Some(http) = &pusher.http else {
         return StatusCode::BAD_GATEWAY;
     };
     let (parts, body) = request.into_parts();
-    let mut out = http.post(parts.uri.to_string()).body(body);
+    let mut out = http
+        .post(parts.uri.to_string())
+        .body(body)
+        .header(hyper::header::AUTHORIZATION, authorization);
     for (name, value) in &parts.headers {
         out = out.header(name.as_str(), value.as_bytes());
     }
@@ -274,7 +292,131 @@ async fn deliver(pusher: &Pusher, sub: &WebSubscription, payload: Vec<u8>) -> St
     }
 }
 
+/// Why no VAPID header could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum VapidHeaderError {
+    #[error("the endpoint has no scheme or host")]
+    NoOrigin,
+    #[error("signing failed: {0}")]
+    Sign(String),
+}
+
+/// The origin of `uri` as RFC 6454 writes it: scheme, host and the port unless it is the
+/// scheme's default. A self-hosted push service on `127.0.0.1:<port>` checks the port too.
+pub fn origin(uri: &http::Uri) -> Option<String> {
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let host = uri.host()?.to_ascii_lowercase();
+    let default = match scheme.as_str() {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    };
+    Some(match uri.port_u16() {
+        Some(port) if Some(port) != default => format!("{scheme}://{host}:{port}"),
+        _ => format!("{scheme}://{host}"),
+    })
+}
+
+/// The `Authorization` header of RFC 8292: `vapid t=<ES256 JWT>, k=<public key>`, the JWT's
+/// `aud` the endpoint's origin and `sub` the contact.
+pub fn vapid_header(
+    config: &PushConfig,
+    public: &str,
+    endpoint: &http::Uri,
+    valid: std::time::Duration,
+) -> Result<String, VapidHeaderError> {
+    let audience = origin(endpoint).ok_or(VapidHeaderError::NoOrigin)?;
+    let claims = Claims::create(valid.into())
+        .with_audience(audience)
+        .with_subject(&config.contact);
+    let token = config
+        .vapid
+        .sign(claims)
+        .map_err(|e| VapidHeaderError::Sign(e.to_string()))?;
+    Ok(format!("vapid t={token}, k={public}"))
+}
+
 fn now_ms() -> u64 {
     use jucode_clock::Clock as _;
     jucode_clock::SystemClock::new().now_ms()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use web_push_native::jwt_simple::algorithms::ECDSAP256PublicKeyLike;
+    use web_push_native::jwt_simple::claims::NoCustomClaims;
+    use web_push_native::jwt_simple::common::VerificationOptions;
+
+    use super::*;
+
+    fn uri(text: &str) -> http::Uri {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn the_origin_keeps_a_port_that_is_not_the_default() {
+        assert_eq!(
+            origin(&uri("http://127.0.0.1:8123/push/a?x=1")).as_deref(),
+            Some("http://127.0.0.1:8123")
+        );
+        assert_eq!(
+            origin(&uri("https://fcm.googleapis.com/fcm/send/abc")).as_deref(),
+            Some("https://fcm.googleapis.com")
+        );
+        assert_eq!(
+            origin(&uri("https://Push.Example:443/x")).as_deref(),
+            Some("https://push.example")
+        );
+        assert_eq!(
+            origin(&uri("https://push.example:8443/x")).as_deref(),
+            Some("https://push.example:8443")
+        );
+        assert_eq!(origin(&uri("/relative")), None);
+    }
+
+    #[test]
+    fn the_vapid_token_names_the_origin_with_its_port_and_verifies_with_k() {
+        let config = PushConfig {
+            vapid: ES256KeyPair::generate(),
+            contact: "mailto:ops@example.com".into(),
+            extra_endpoints: vec![],
+        };
+        let public = b64(&config.vapid.key_pair().public_key().to_bytes_uncompressed());
+        let endpoint = uri("http://127.0.0.1:40001/push/device-1");
+        let header = vapid_header(
+            &config,
+            &public,
+            &endpoint,
+            std::time::Duration::from_secs(3600),
+        )
+        .unwrap();
+        let rest = header.strip_prefix("vapid t=").unwrap();
+        let (token, k) = rest.split_once(", k=").unwrap();
+        assert_eq!(k, public);
+        let key =
+            web_push_native::jwt_simple::algorithms::ES256PublicKey::from_bytes(&unb64(k).unwrap())
+                .unwrap();
+        let options = VerificationOptions {
+            allowed_audiences: Some(["http://127.0.0.1:40001".to_string()].into()),
+            ..Default::default()
+        };
+        let claims = key
+            .verify_token::<NoCustomClaims>(token, Some(options))
+            .unwrap();
+        assert_eq!(claims.subject.as_deref(), Some("mailto:ops@example.com"));
+        let exp = claims.expires_at.unwrap().as_secs();
+        let iat = claims.issued_at.unwrap().as_secs();
+        assert_eq!(exp - iat, 3600);
+        // Another origin (the port left out, as the library wrote it) is refused.
+        let wrong = VerificationOptions {
+            allowed_audiences: Some(["http://127.0.0.1".to_string()].into()),
+            ..Default::default()
+        };
+        assert!(
+            key.verify_token::<NoCustomClaims>(token, Some(wrong))
+                .is_err()
+        );
+    }
 }

@@ -8,6 +8,8 @@
 //!   that has already read the connect batch ([`CONNECT_BATCH`]).
 //! - [`fake_model::FakeModel`] is the one scripted model server: OpenAI chat completions,
 //!   Anthropic Messages and OpenAI Responses on loopback.
+//! - [`fake_push::FakePush`] is a browser's push service: it checks VAPID, decrypts each
+//!   message (RFC 8291) and answers the status a test sets.
 //! - [`RelayServer`] runs the real `jucode-relay` binary on loopback, for a daemon started
 //!   with [`DaemonBuilder::relay`].
 //! - [`find_bin`] / [`build_bin`] find a built binary of the workspace wherever the target
@@ -29,6 +31,7 @@ mod client;
 mod daemon;
 pub mod fake_billing;
 pub mod fake_model;
+pub mod fake_push;
 pub mod fake_skills;
 pub mod harness;
 mod home;

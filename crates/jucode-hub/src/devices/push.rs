@@ -163,11 +163,14 @@ impl PushSubscriptions {
 
 /// A notification's payload: `body` clipped to 300 characters plus `…`.
 pub fn push_payload(title: &str, body: &str, tag: &str, url: Option<&str>) -> serde_json::Value {
-    let mut clipped: String = body.chars().take(300).collect();
-    if body.chars().count() > 300 {
-        clipped.push('…');
+    crate::Notification {
+        title: title.into(),
+        body: body.into(),
+        tag: tag.into(),
+        url: url.map(str::to_string),
+        session: None,
     }
-    serde_json::json!({"title": title, "body": clipped, "tag": tag, "url": url.unwrap_or("/remote")})
+    .payload()
 }
 
 impl crate::Hub {
@@ -220,16 +223,18 @@ impl crate::Hub {
         DaemonEvent::PushTested { results }
     }
 
-    /// Sends `payload` to every subscription of every device (the notification triggers call
-    /// this); a 410 answer drops the subscription. Takes the hub lock: call it without holding
-    /// it (e.g. after an event was broadcast, not inside the event pump's locked section).
-    pub fn notify(
-        self: &std::sync::Arc<Self>,
-        title: &str,
-        body: &str,
-        tag: &str,
-        url: Option<&str>,
-    ) {
+    /// Sends `note` to every subscription of every device, in a task of its own; a 410 answer
+    /// drops the subscription. Takes the hub lock: never call it while holding it (the
+    /// triggers in `notifications.rs` queue under the lock and a task sends afterwards).
+    pub fn notify(self: &std::sync::Arc<Self>, note: crate::Notification) {
+        let hub = self.clone();
+        tokio::spawn(async move {
+            hub.send_notification(&note).await;
+        });
+    }
+
+    /// Sends `note` to every subscription of every device and waits for the answers.
+    pub(crate) async fn send_notification(&self, note: &crate::Notification) {
         let (targets, link) = {
             let mut inner = self.lock();
             (
@@ -240,11 +245,11 @@ impl crate::Hub {
         if targets.is_empty() || !self.relay_enabled() {
             return;
         }
-        let payload = push_payload(title, body, tag, url);
-        let hub = self.clone();
-        tokio::spawn(async move {
-            hub.send_pushes(targets, link, payload).await;
-        });
+        for result in self.send_pushes(targets, link, note.payload()).await {
+            if let Some(error) = result.error {
+                tracing::info!(service = result.service, "notification not sent: {error}");
+            }
+        }
     }
 
     async fn send_pushes(

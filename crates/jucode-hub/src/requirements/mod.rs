@@ -163,7 +163,9 @@ fn title_for(text: &str) -> String {
 
 impl Inner {
     pub(crate) fn broadcast_requirements(&mut self) {
-        let frame = to_value(&Reply::to(None, self.requirements.event(&self.sessions)));
+        let event = self.requirements.event(&self.sessions);
+        self.notifications.requirements_seen(&event);
+        let frame = to_value(&Reply::to(None, event));
         self.broadcast(&frame);
     }
 
@@ -545,6 +547,7 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
             match gate::reply(cx, inner, req)? {
                 Some(reply) => reply,
                 None => {
+                    inner.notifications.caused_by_user();
                     inner.broadcast_requirements();
                     return Ok(());
                 }
@@ -552,6 +555,7 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
         }
     };
     cx.reply_locked(inner, reply);
+    inner.notifications.caused_by_user();
     inner.broadcast_requirements();
     Ok(())
 }
