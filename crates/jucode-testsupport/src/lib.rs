@@ -7,7 +7,8 @@
 //!   whose scripts are described at its top); [`Daemon::client`] opens a WebSocket [`Client`]
 //!   that has already read the connect batch ([`CONNECT_BATCH`]).
 //! - [`fake_model::FakeModel`] is the one scripted model server: OpenAI chat completions,
-//!   Anthropic Messages and OpenAI Responses on loopback.
+//!   Anthropic Messages and OpenAI Responses on loopback; [`fake_model::FakeModel::gateway`]
+//!   puts it behind the JuCode gateway's paths and key.
 //! - [`RelayServer`] runs the real `jucode-relay` binary on loopback, for a daemon started
 //!   with [`DaemonBuilder::relay`].
 //! - [`find_bin`] / [`build_bin`] find a built binary of the workspace wherever the target
