@@ -232,7 +232,8 @@ async fn a_claude_gateway_session_gets_its_own_settings_file_and_set_gateway_res
         "{first}"
     );
     let expected = json!({"env": {"ANTHROPIC_BASE_URL": format!("{}/v1/gateway/anthropic", api.url()),
-                                  "ANTHROPIC_AUTH_TOKEN": TOKEN}});
+                                  "ANTHROPIC_AUTH_TOKEN": TOKEN, "ANTHROPIC_API_KEY": ""},
+                          "apiKeyHelper": ""});
     assert!(first.contains(&format!("settings {expected}")), "{first}");
     assert_eq!(
         std::fs::metadata(&settings).unwrap().permissions().mode() & 0o777,
