@@ -2,7 +2,7 @@
 //! `gateway_catalog` signed in, not signed in and with the gateway down; Claude Code and Codex
 //! sessions (their fakes, behind a wrapper that records what each process was given) with
 //! `jucode_gateway`, proving the endpoint and key reach the process and no user config file
-//! holds them; `set_gateway` restarting the process (Codex: a new app-server resuming the
+//! holds them; `set_gateway` restarting the process (Codex: a new app-server forking the
 //! thread, after a running turn or at once); the `session_list` flag; refusals for
 //! other engines; `engine: "default"`.
 //!
@@ -31,7 +31,7 @@ fn recording_bin(env: &TestHome, fake: &str, record: &Path) -> PathBuf {
     recording_bin_then(env, fake, record, None)
 }
 
-/// [`recording_bin`] whose later starts replay `later` (a restarted Codex resumes its thread).
+/// [`recording_bin`] whose later starts replay `later` (a restarted Codex forks its thread).
 fn recording_bin_then(env: &TestHome, fake: &str, record: &Path, later: Option<&str>) -> PathBuf {
     let real = jucode_testsupport::build_bin(fake, "jucode-fake-engines").unwrap();
     let later = later
@@ -232,7 +232,8 @@ async fn a_claude_gateway_session_gets_its_own_settings_file_and_set_gateway_res
         "{first}"
     );
     let expected = json!({"env": {"ANTHROPIC_BASE_URL": format!("{}/v1/gateway/anthropic", api.url()),
-                                  "ANTHROPIC_AUTH_TOKEN": TOKEN}});
+                                  "ANTHROPIC_AUTH_TOKEN": TOKEN, "ANTHROPIC_API_KEY": ""},
+                          "apiKeyHelper": ""});
     assert!(first.contains(&format!("settings {expected}")), "{first}");
     assert_eq!(
         std::fs::metadata(&settings).unwrap().permissions().mode() & 0o777,
@@ -360,15 +361,16 @@ async fn until_reply(c: &mut Client, session: &str, text: &str) -> String {
 }
 
 #[tokio::test]
-async fn codex_set_gateway_restarts_the_app_server_on_the_same_thread_after_the_turn_and_when_idle()
-{
+async fn codex_set_gateway_restarts_the_app_server_on_a_fork_of_the_thread_after_the_turn_and_when_idle()
+ {
     let env = TestHome::new();
     let api = FakeSkills::start().await.unwrap();
     let d = signed_in(&env, &api, json!({})).await;
     let mut c = d.client().await.unwrap();
     let record = env.root().join("codex-starts.txt");
-    let resume = fixture("codex-0.171.0-app-server-resume.jsonl");
-    let bin = recording_bin_then(&env, "fake-codex", &record, Some(&resume));
+    // A restarted app-server forks the thread (Codex will not resume it on another provider).
+    let fork = fixture("codex-0.171.0-app-server-fork.jsonl");
+    let bin = recording_bin_then(&env, "fake-codex", &record, Some(&fork));
     let options = json!({
         "bin": bin.display().to_string(),
         "env": {"FAKE_ENGINE_SCRIPT": fixture("codex-0.171.0-app-server-approve.jsonl"),
@@ -405,7 +407,7 @@ async fn codex_set_gateway_restarts_the_app_server_on_the_same_thread_after_the_
         .await
         .unwrap();
     // The old process finished its turn (its answer came), then the new one answered the
-    // queued message on the resumed thread.
+    // queued message on the forked thread.
     until_reply(&mut c, &session, "tool said: hi").await;
     until_reply(&mut c, &session, "user said: what did I say?").await;
     let all = starts(&record, 2).await;
@@ -420,7 +422,7 @@ async fn codex_set_gateway_restarts_the_app_server_on_the_same_thread_after_the_
     assert!(all[1].contains("key none\n"), "{}", all[1]);
     assert!(row(&mut c, &session).await.get("gateway").is_none());
 
-    // Idle: at once; the same thread is resumed by a process on the gateway.
+    // Idle: at once; the conversation is forked again by a process on the gateway.
     c.request(json!({"op": "set_gateway", "session": session, "gateway": true}))
         .await
         .unwrap();

@@ -2,10 +2,11 @@
 //! stdio.
 //!
 //! The session runs one thread: `thread/start` for a new session, `thread/resume` when
-//! reopened. Every user message is a `turn/start` carrying the approval mode as it is at that
-//! moment (Codex takes the mode per turn); a mode switched mid-turn is announced with
-//! `approval_mode_pending` and applies from the next turn. Messages sent mid-turn wait in
-//! `pending_messages`; `steer` sends them into the running turn (`turn/steer`).
+//! reopened (`thread/fork` after `set_gateway`, see `restart.rs`). Every user message is a
+//! `turn/start` carrying the approval mode as it is at that moment (Codex takes the mode per
+//! turn); a mode switched mid-turn is announced with `approval_mode_pending` and applies from
+//! the next turn. Messages sent mid-turn wait in `pending_messages`; `steer` sends them into
+//! the running turn (`turn/steer`).
 //!
 //! A new session is named after its thread: `startup` carries the thread id as `session_id`
 //! and the hub takes it (`names_its_session`). Sessions made before that kept a hub-chosen id,
@@ -394,7 +395,8 @@ struct Codex {
     /// Whether the running process talks to the JuCode gateway.
     gateway: bool,
     restart: restart::Restart,
-    /// The thread is being resumed by a restarted process: the hub already has its transcript.
+    /// The thread is being reopened by a process restarted for `set_gateway` (as a fork): the
+    /// hub already has its transcript.
     reopening: bool,
 }
 

@@ -78,6 +78,11 @@ pub(crate) fn claude_settings_path(jucode_home: &Path, session: &str) -> PathBuf
 }
 
 /// Writes the session's settings file (0600) and returns its `--settings` flag.
+///
+/// The user's own Anthropic key is blanked: Claude Code sends a key from `ANTHROPIC_API_KEY`
+/// (the environment or a settings file) or an `apiKeyHelper` as `x-api-key` next to the
+/// gateway's bearer token, which would hand it to the gateway. A flag settings file outranks
+/// the user's, and an empty value counts as unset.
 pub(crate) fn claude_settings(
     endpoint: &GatewayEndpoint,
     path: &Path,
@@ -86,7 +91,9 @@ pub(crate) fn claude_settings(
         "env": {
             "ANTHROPIC_BASE_URL": endpoint.anthropic_url(),
             "ANTHROPIC_AUTH_TOKEN": endpoint.key,
-        }
+            "ANTHROPIC_API_KEY": "",
+        },
+        "apiKeyHelper": "",
     });
     crate::agent_tools::write_private(path, settings.to_string().as_bytes()).map_err(|e| {
         EngineError::Unavailable(format!("could not write {}: {e}", path.display()))
@@ -210,6 +217,9 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         let settings: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(settings["env"]["ANTHROPIC_AUTH_TOKEN"], "secret");
+        // The user's own key and key helper are blanked, so they cannot reach the gateway.
+        assert_eq!(settings["env"]["ANTHROPIC_API_KEY"], "");
+        assert_eq!(settings["apiKeyHelper"], "");
         assert_eq!(
             settings["env"]["ANTHROPIC_BASE_URL"],
             "http://127.0.0.1:9/v1/gateway/anthropic"

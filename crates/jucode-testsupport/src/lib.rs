@@ -7,7 +7,8 @@
 //!   whose scripts are described at its top); [`Daemon::client`] opens a WebSocket [`Client`]
 //!   that has already read the connect batch ([`CONNECT_BATCH`]).
 //! - [`fake_model::FakeModel`] is the one scripted model server: OpenAI chat completions,
-//!   Anthropic Messages and OpenAI Responses on loopback.
+//!   Anthropic Messages and OpenAI Responses on loopback; [`fake_model::FakeModel::gateway`]
+//!   puts it behind the JuCode gateway's paths and key.
 //! - [`fake_push::FakePush`] is a browser's push service: it checks VAPID, decrypts each
 //!   message (RFC 8291) and answers the status a test sets.
 //! - [`RelayServer`] runs the real `jucode-relay` binary on loopback, for a daemon started

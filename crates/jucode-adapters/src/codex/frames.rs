@@ -88,8 +88,15 @@ impl Codex {
                         if let Some(text) = instructions {
                             params["developerInstructions"] = json!(text);
                         }
-                        self.request(Request::OpenThread, "thread/resume", params)
-                            .await
+                        // A process restarted onto or off the gateway forks the thread: Codex
+                        // keeps a resumed thread on the provider it started with, and a fork
+                        // takes the new process's provider with the whole history.
+                        let method = if self.reopening {
+                            "thread/fork"
+                        } else {
+                            "thread/resume"
+                        };
+                        self.request(Request::OpenThread, method, params).await
                     }
                     None => {
                         let mut params = json!({

@@ -1,7 +1,10 @@
 //! `set_gateway`: the model provider is a start flag of `codex app-server`, so a switch starts a
-//! new process (with or without the gateway's `-c` overrides and key) that resumes the same
-//! thread with `thread/resume`. At once when idle, once the running turn ends when busy; messages
-//! sent meanwhile wait in the queue and go to the new process once its thread is open.
+//! new process (with or without the gateway's `-c` overrides and key) that continues the
+//! conversation with `thread/fork`: Codex refuses to resume a thread on another provider than
+//! the one it was started on, and a fork takes the new process's provider with the whole
+//! history (the session then maps to the fork). At once when idle, once the running turn ends
+//! when busy; messages sent meanwhile wait in the queue and go to the new process once its
+//! thread is open.
 
 use std::path::{Path, PathBuf};
 

@@ -26,8 +26,12 @@
 //! `Session about <first words>`, a safety check `ALLOW` (or `ASK` when the call mentions
 //! `DANGER`), a compaction request a summary. [`FakeModel::fail_next`] makes the next requests
 //! fail with a status (429, 500…) for retry tests. Every request body is kept.
+//!
+//! [`FakeModel::gateway`] serves the same scripts behind the JuCode gateway's paths and key
+//! (see [`gateway`]).
 
 pub mod cli;
+pub mod gateway;
 mod jcode;
 
 use std::collections::VecDeque;
@@ -51,6 +55,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 pub use cli::{HANG_TEXT, SUGGESTION};
+pub use gateway::GatewayRequest;
 pub use jcode::JcodeRequest;
 
 /// The model name [`FakeModel::config`] writes.
@@ -81,6 +86,9 @@ struct State {
     calls: AtomicUsize,
     /// When each token of the latest `BENCH` answer was handed to the connection.
     bench_sent: Mutex<Vec<Instant>>,
+    /// Set for [`FakeModel::gateway`]: every request passes it first.
+    gate: Option<gateway::Gate>,
+    gated: Mutex<Vec<GatewayRequest>>,
 }
 
 /// A running fake model server; stops when dropped.
@@ -102,11 +110,31 @@ impl Drop for FakeModel {
 impl FakeModel {
     /// Binds `127.0.0.1:0` and serves until dropped.
     pub async fn start() -> Result<FakeModel> {
+        FakeModel::serve(State::default()).await
+    }
+
+    /// A fake JuCode API gateway: the catalog `groups` at `GET /v1/gateway/groups`, the
+    /// scripts under `/v1/gateway/anthropic/` and `/v1/gateway/openai/`, each only with `key`
+    /// (the login token the daemon hands the engines). [`FakeModel::base_url`] is the API's
+    /// URL for `auth.json`.
+    pub async fn gateway(key: &str, groups: Value) -> Result<FakeModel> {
+        let gate = gateway::Gate {
+            key: key.to_string(),
+            groups,
+        };
+        FakeModel::serve(State {
+            gate: Some(gate),
+            ..State::default()
+        })
+        .await
+    }
+
+    async fn serve(state: State) -> Result<FakeModel> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .context("bind the fake model server")?;
         let addr = listener.local_addr().context("fake model address")?;
-        let state = Arc::new(State::default());
+        let state = Arc::new(state);
         let shared = state.clone();
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
@@ -152,6 +180,12 @@ impl FakeModel {
     /// jcode's chat requests so far, in arrival order.
     pub fn jcode_requests(&self) -> Vec<JcodeRequest> {
         lock(&self.state.jcode).clone()
+    }
+
+    /// Every request a [`FakeModel::gateway`] received, refused ones included, in arrival
+    /// order, with the credentials each carried.
+    pub fn gateway_requests(&self) -> Vec<GatewayRequest> {
+        lock(&self.state.gated).clone()
     }
 
     /// Every request so far, side calls included, in arrival order.
@@ -238,7 +272,22 @@ async fn handle(
         .uri()
         .path_and_query()
         .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
-    let route = req.uri().path().to_string();
+    let mut route = req.uri().path().to_string();
+    if let Some(gate) = &state.gate {
+        let mut seen = GatewayRequest {
+            method: method.to_string(),
+            path: path.clone(),
+            api_key: None,
+            authorization: None,
+            admitted: false,
+        };
+        let admit = gate.admit(&method, &route, req.headers(), &mut seen);
+        lock(&state.gated).push(seen);
+        match admit {
+            gateway::Admit::Answered(reply) => return Ok(reply),
+            gateway::Admit::Model(inner) => route = inner,
+        }
+    }
     let raw = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
