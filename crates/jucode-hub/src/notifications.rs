@@ -42,7 +42,7 @@ pub struct Notification {
 
 impl Notification {
     /// The payload sent: `{title, body, tag, url}` and `session` when there is one; the body
-    /// clipped to [`BODY_CHARS`] characters plus `…`.
+    /// clipped to 300 characters (`BODY_CHARS`) plus `…`.
     pub fn payload(&self) -> Value {
         let mut body: String = self.body.chars().take(BODY_CHARS).collect();
         if self.body.chars().count() > BODY_CHARS {
