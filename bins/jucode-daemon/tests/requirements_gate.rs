@@ -190,10 +190,6 @@ async fn ops_out_of_order_are_refused_and_change_nothing() {
             json!({"op":"requirement_begin","requirement":r,"session":"nope"}),
             "unknown session nope".to_string(),
         ),
-        (
-            json!({"op":"requirement_reply","requirement":r,"text":" "}),
-            "requirement_reply: text must not be empty".to_string(),
-        ),
     ];
     for (op, message) in bad {
         let reply = c.request(op.clone()).await.unwrap();
@@ -219,6 +215,14 @@ async fn ops_out_of_order_are_refused_and_change_nothing() {
     let gated = until_requirement(&mut c, &r, |e| e["status"] == "confirm").await;
     assert_eq!(gated["gate"]["mode"], "auto");
     assert_eq!(gated["gate"]["plan"], false);
+
+    // A reply to the latest session needs words (a new session would not).
+    let empty = c
+        .request(json!({"op":"requirement_reply","requirement":r,"text":" "}))
+        .await
+        .unwrap();
+    assert_eq!(empty["type"], "error");
+    assert_eq!(empty["message"], "requirement_reply: text must not be empty");
 
     // The user answers in the session instead: it runs, and confirming waits for it.
     let replied = c

@@ -13,6 +13,9 @@ import { SettingsView } from "../settings/view";
 import { Refused } from "./welcome";
 import { FilesView } from "../files/view";
 import { TerminalView } from "../term/view";
+import { WorkView } from "../work/view";
+import { RequirementView } from "../work/requirement";
+import { workWaiting } from "../work/model";
 
 interface Tab {
   view: Route["view"];
@@ -23,13 +26,18 @@ interface Tab {
 const TABS: Tab[] = [
   { view: "sessions", label: "Sessions" },
   { view: "inbox", label: "Inbox" },
+  { view: "work", label: "Work" },
   { view: "agents", label: "Agents" },
   { view: "settings", label: "Settings" },
 ];
 
 function isActive(tab: Tab, route: Route): boolean {
   if (tab.view === route.view) return true;
-  return (tab.view === "sessions" && route.view === "session") || (tab.view === "agents" && route.view === "agent");
+  return (
+    (tab.view === "sessions" && route.view === "session") ||
+    (tab.view === "agents" && route.view === "agent") ||
+    (tab.view === "work" && route.view === "requirement")
+  );
 }
 
 function InboxCount() {
@@ -38,6 +46,14 @@ function InboxCount() {
   const actions = useStore((s) => s.actions);
   const { reports } = useReports();
   const n = waitingCount(questions, actions, reports);
+  return n > 0 ? <span class="count" aria-label={`${n} waiting`}>{n}</span> : null;
+}
+
+function WorkCount() {
+  // Requirements waiting for the user (confirm, review, an approval, a proposal) and plans.
+  const requirements = useStore((s) => s.requirements);
+  const dispatches = useStore((s) => s.dispatches);
+  const n = workWaiting(requirements, dispatches);
   return n > 0 ? <span class="count" aria-label={`${n} waiting`}>{n}</span> : null;
 }
 
@@ -74,6 +90,7 @@ export function App() {
             >
               {t.label}
               {t.view === "inbox" && <InboxCount />}
+              {t.view === "work" && <WorkCount />}
             </a>
           ))}
         </nav>
@@ -87,6 +104,8 @@ export function App() {
         {route.view === "agents" && <AgentsView />}
         {route.view === "agent" && <AgentView id={route.id} />}
         {route.view === "settings" && <SettingsView />}
+        {route.view === "work" && <WorkView />}
+        {route.view === "requirement" && <RequirementView id={route.id} />}
         {(route.view === "files" || route.view === "changes") && <FilesView root={route.path} tab={route.view} />}
         {route.view === "terminal" && <TerminalView key={route.cwd} cwd={route.cwd} />}
       </main>

@@ -286,9 +286,6 @@ pub(super) fn reply(
     inner: &mut Inner,
     req: ReplyReq,
 ) -> Result<Option<DaemonEvent>, OpError> {
-    if req.text.trim().is_empty() {
-        return Err(RequirementError::EmptyText("requirement_reply").into());
-    }
     let r = inner.requirements.get(&req.requirement)?;
     let latest = r
         .sessions
@@ -297,6 +294,11 @@ pub(super) fn reply(
         .map(|s| inner.sessions.current_id(s).to_string())
         .find(|s| inner.sessions.cwd_of(s).is_some());
     if let (Some(session), false) = (&latest, req.new_session) {
+        // Words for the session are the point of a reply; a new session starts from the
+        // requirement itself, so there the words are optional (as for requirement_begin).
+        if req.text.trim().is_empty() {
+            return Err(RequirementError::EmptyText("requirement_reply").into());
+        }
         inner.sessions.not_in_tui(session)?;
         cx.hub
             .send_in_order(inner, session, vec![user_message(req.text, &[])])?;
@@ -351,7 +353,7 @@ pub(super) fn reply(
             session,
             plan: req.plan,
             mode: Some(mode),
-            text: Some(req.text),
+            text: Some(req.text).filter(|t| !t.trim().is_empty()),
             lang: req.lang,
         },
     )?;
