@@ -1,6 +1,8 @@
-//! `cargo xtask interop`: installs the pinned real engine CLIs, then runs the ignored suite
-//! `crates/jucode-fake-engines/tests/real_clis.rs`, which drives Claude Code, Codex and
-//! claude-agent-acp through their adapters against the fake model server on loopback.
+//! `cargo xtask interop`: installs the pinned real engine CLIs, then runs the ignored suites
+//! that drive them against the fake model server on loopback: the engines' own
+//! (`crates/jucode-fake-engines/tests/real_clis.rs`: Claude Code, Codex and claude-agent-acp
+//! through their adapters) and the daemon's (`bins/jucode-daemon/tests/*_real.rs`: the start
+//! gate, the JuCode gateway and the TUI hand-off with the real CLIs).
 //! Closes with `interop: N passed, M failed`; fails when any test failed or none ran.
 
 use std::io::{BufRead, BufReader};
@@ -10,7 +12,14 @@ use anyhow::{Context, Result, bail};
 
 use crate::daemon::{cargo_program, workspace_root};
 
-const PACKAGE: &str = "jucode-fake-engines";
+/// Each suite: its package, and the test binaries of it that drive the real CLIs.
+const SUITES: &[(&str, &[&str])] = &[
+    ("jucode-fake-engines", &["real_clis"]),
+    (
+        "jucode-daemon",
+        &["requirements_gate_real", "gateway_real", "tui_real"],
+    ),
+];
 
 pub fn run() -> Result<bool> {
     let root = workspace_root()?;
@@ -24,14 +33,19 @@ pub fn run() -> Result<bool> {
         bail!("scripts/install-engines.sh failed ({installed})");
     }
 
-    println!("interop: building {PACKAGE}");
-    let built = Command::new(cargo_program())
-        .args(["build", "-p", PACKAGE, "--tests", "--bins"])
+    let mut build = Command::new(cargo_program());
+    build.arg("build");
+    for (package, _) in SUITES {
+        build.args(["-p", package]);
+    }
+    println!("interop: building the suites' packages");
+    let built = build
+        .args(["--tests", "--bins"])
         .current_dir(&root)
         .status()
         .context("running cargo build")?;
     if !built.success() {
-        bail!("building {PACKAGE} failed");
+        bail!("building the suites' packages failed");
     }
 
     let has_nextest = Command::new(cargo_program())
@@ -40,35 +54,46 @@ pub fn run() -> Result<bool> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
+    let mut total = Counts::default();
+    let mut all_ok = true;
+    for (package, binaries) in SUITES {
+        let cmd = suite_command(package, binaries, has_nextest);
+        println!(
+            "interop: running {package}'s real-CLI suites ({})",
+            binaries.join(", ")
+        );
+        let (ok, counts) = run_suite(cmd, &root)?;
+        all_ok &= ok;
+        total.add(counts);
+    }
+    println!("interop: {} passed, {} failed", total.passed, total.failed);
+    Ok(all_ok && total.failed == 0 && total.passed > 0)
+}
+
+fn suite_command(package: &str, binaries: &[&str], has_nextest: bool) -> Command {
     let mut cmd = Command::new(cargo_program());
     if has_nextest {
-        cmd.args([
-            "nextest",
-            "run",
-            "-p",
-            PACKAGE,
-            "--run-ignored",
-            "only",
-            "--no-fail-fast",
-            "-E",
-            "binary(real_clis)",
-        ]);
+        let filter = binaries
+            .iter()
+            .map(|b| format!("binary({b})"))
+            .collect::<Vec<_>>()
+            .join(" | ");
+        cmd.args(["nextest", "run", "-p", package, "--run-ignored", "only"]);
+        cmd.args(["--no-fail-fast", "-E", &filter]);
     } else {
-        cmd.args([
-            "test",
-            "-p",
-            PACKAGE,
-            "--test",
-            "real_clis",
-            "--no-fail-fast",
-            "--",
-            "--ignored",
-        ]);
+        cmd.args(["test", "-p", package, "--no-fail-fast"]);
+        for b in binaries {
+            cmd.args(["--test", b]);
+        }
+        cmd.args(["--", "--ignored"]);
     }
-    println!("interop: running the real-CLI suite");
-    // Both runners' output is passed through as it comes, and read for their counts.
+    cmd
+}
+
+/// Runs one suite, passing its output through as it comes and reading it for the counts.
+fn run_suite(mut cmd: Command, root: &std::path::Path) -> Result<(bool, Counts)> {
     let mut child = cmd
-        .current_dir(&root)
+        .current_dir(root)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -85,11 +110,7 @@ pub fn run() -> Result<bool> {
     if !counts.seen {
         bail!("the test runner ({status}) printed no result line");
     }
-    println!(
-        "interop: {} passed, {} failed",
-        counts.passed, counts.failed
-    );
-    Ok(status.success() && counts.failed == 0 && counts.passed > 0)
+    Ok((status.success(), counts))
 }
 
 #[derive(Debug, Default, PartialEq)]

@@ -37,7 +37,8 @@ commands:
   browser [--no-build] [FILTER]      the remote page: tsc, unit tests, then its scenarios in headless
                                      Chromium against the built daemon and relay
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
-                                     through the adapters against a fake model server";
+                                     against a fake model server, through the adapters and through
+                                     the daemon (start gate, gateway, TUI hand-off)";
 
 fn main() -> ExitCode {
     match run() {

@@ -222,7 +222,10 @@ async fn ops_out_of_order_are_refused_and_change_nothing() {
         .await
         .unwrap();
     assert_eq!(empty["type"], "error");
-    assert_eq!(empty["message"], "requirement_reply: text must not be empty");
+    assert_eq!(
+        empty["message"],
+        "requirement_reply: text must not be empty"
+    );
 
     // The user answers in the session instead: it runs, and confirming waits for it.
     let replied = c
