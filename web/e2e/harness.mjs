@@ -14,7 +14,7 @@ const TARGET = process.env.CARGO_TARGET_DIR ? resolve(process.env.CARGO_TARGET_D
 export const SHOTS = process.env.JUCODE_SCREENSHOTS ?? join(TARGET, "screenshots");
 
 export function bin(name) {
-  const env = { "jucode-daemon": "JUCODE_DAEMON_BIN", "jucode-fake-serve": "JUCODE_FAKE_SERVE_BIN", "jucode-relay": "JUCODE_RELAY_BIN" }[name];
+  const env = { "jucode-daemon": "JUCODE_DAEMON_BIN", "jucode-fake-serve": "JUCODE_FAKE_SERVE_BIN", "jucode-fake-model": "JUCODE_FAKE_MODEL_BIN", "jucode-relay": "JUCODE_RELAY_BIN" }[name];
   return process.env[env] ?? join(TARGET, "debug", name);
 }
 
@@ -101,6 +101,29 @@ function stopChild(child, signal) {
     child.once("exit", () => r());
     child.kill(signal);
   });
+}
+
+/**
+ * The scripted model server (`jucode-fake-model`) on loopback, for scenarios on the daemon's
+ * built-in engine: `config` is the config.json that points the engine at it.
+ */
+export async function startFakeModel() {
+  const { child, addr, logs } = await spawnListening(bin("jucode-fake-model"), [], { ...process.env }, "the fake model server");
+  const config = await new Promise((resolveC, rejectC) => {
+    const timer = setTimeout(() => rejectC(new Error(`the fake model server printed no config:\n${logs.join("")}`)), WAIT_MS);
+    const look = () => {
+      const m = /^config (\{.*\})$/m.exec(logs.join(""));
+      if (m) {
+        clearTimeout(timer);
+        child.stdout.off("data", look);
+        resolveC(JSON.parse(m[1]));
+      }
+    };
+    // spawnListening's own listener, registered first, keeps appending to `logs`.
+    child.stdout.on("data", look);
+    look();
+  });
+  return { addr, config, stop: () => stopChild(child, "SIGTERM") };
 }
 
 /** The self-hosted relay server (`jucode-relay`) on loopback. */

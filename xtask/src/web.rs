@@ -157,13 +157,18 @@ pub fn browser(options: BrowserOptions) -> Result<bool> {
                     "-p",
                     "jucode-relay",
                 ]),
-            "cargo build (the daemon, the scripted engine, the relay)",
+            "cargo build (the daemon, the scripted engine and model server, the relay)",
         )?;
     }
     let chromium = chromium()?;
     let target = daemon::target_dir()?;
     let debug = target.join("debug");
-    for bin in ["jucode-daemon", "jucode-fake-serve", "jucode-relay"] {
+    for bin in [
+        "jucode-daemon",
+        "jucode-fake-serve",
+        "jucode-fake-model",
+        "jucode-relay",
+    ] {
         if !debug.join(bin).exists() {
             bail!("{} is missing: build it first", debug.join(bin).display());
         }
