@@ -4,7 +4,7 @@
 // requirement on a phone; hostile words and progress drawn as text.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { DESKTOP, PHONE, assert, auditView, desk, eventually, newPage, shoot, startDaemon } from "./harness.mjs";
+import { DESKTOP, PHONE, assert, auditView, desk, eventually, newPage, shoot, startDaemon, startFakeModel } from "./harness.mjs";
 
 const HOSTILE = '<img src="x" onerror="window.__pwned = \'img\'"> <script>window.__pwned = "script"</script>';
 
@@ -178,6 +178,56 @@ export const scenarios = [
       const listProblems = await auditView(page);
       assert(listProblems.length === 0, `the work view on a phone: ${listProblems.join("; ")}`);
       await shoot(page, "work-phone");
+      assert(page.problems.length === 0, page.problems.join("\n"));
+    },
+  },
+  {
+    name: "dispatch from a phone: the plan shown and approved, its task run and summed up",
+    async run({ browser, home, cleanup }) {
+      seedProject(home);
+      // The daemon's own engine against the scripted model server: a message `CALL dispatch
+      // {…}` makes the dispatcher plan, and a task's session answers `user said: <text>`.
+      const model = await startFakeModel();
+      cleanup.push(() => model.stop());
+      writeFileSync(join(home.home, "config.json"), JSON.stringify(model.config));
+      const daemon = await startDaemon(home, { builtin: true });
+      cleanup.push(() => daemon.stop());
+      const d = await desk(daemon);
+      cleanup.push(() => d.close());
+      const page = await newPage(browser, PHONE);
+      await page.goto(daemon.localLink("/remote/work"));
+      await page.getByText("Nothing dispatched yet.").waitFor();
+
+      const tasks = [{ title: `greet ${HOSTILE}`, project: "p1", text: "hello from the page" }];
+      const text = `CALL dispatch ${JSON.stringify({ action: "plan", tasks })}`;
+      await page.getByLabel("Requests to split across your projects").fill(text);
+      await page.getByLabel("Tasks run in").selectOption("auto-edit");
+      const awaiting = d.next((f) => f.type === "dispatches" && f.dispatches.some((x) => x.status === "awaiting"));
+      await page.getByRole("button", { name: "Dispatch", exact: true }).click();
+      const planned = (await awaiting).dispatches.find((x) => x.status === "awaiting");
+      assert(planned.plan === true && planned.mode === "auto-edit" && planned.tasks.length === 1, JSON.stringify(planned));
+      const card = page.getByRole("listitem", { name: `Dispatch ${planned.id.slice(0, 8)}` });
+      await card.getByText("Plan waiting for you").waitFor();
+      await card.getByText("Planned").waitFor();
+      await eventually(async () => (await page.locator("nav .count").textContent().catch(() => "")) === "1", "the Work tab counting the plan");
+      await nothingRan(page);
+      const problems = await auditView(page);
+      assert(problems.length === 0, `the plan on a phone: ${problems.join("; ")}`);
+      await shoot(page, "work-dispatch-plan-phone");
+
+      // Approve it with a note: the task runs in its own session and the dispatch is summed up.
+      await card.getByLabel("Note for the dispatcher (optional)").fill("go ahead");
+      const done = d.next((f) => f.type === "dispatches" && f.dispatches.some((x) => x.id === planned.id && x.status === "done"));
+      await card.getByRole("button", { name: "Run the plan" }).click();
+      const finished = (await done).dispatches.find((x) => x.id === planned.id);
+      const task = finished.tasks[0];
+      assert(task.status === "done" && task.reply === "user said: hello from the page", JSON.stringify(task));
+      await card.getByText("Done", { exact: true }).first().waitFor();
+      await card.getByText("user said: hello from the page").first().waitFor();
+      await card.getByRole("link", { name: `session ${task.session.slice(0, 8)}` }).waitFor();
+      assert((await page.locator("nav .count").count()) === 0, "nothing waits once it is done");
+      await nothingRan(page);
+      await shoot(page, "work-dispatch-done-phone");
       assert(page.problems.length === 0, page.problems.join("\n"));
     },
   },
