@@ -9,37 +9,9 @@ import { useStore, type Json } from "../core/store";
 import { Markdown } from "../ui/markdown";
 import { AgentIcon } from "./icon";
 import { Schedules } from "./schedules";
+import { ErrorLine, errText, useOp } from "../ui/op";
 
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-export function useOp(): [boolean, string, (fn: () => Promise<unknown>) => Promise<boolean>, (s: string) => void] {
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const run = async (fn: () => Promise<unknown>) => {
-    setBusy(true);
-    setErr("");
-    try {
-      await fn();
-      return true;
-    } catch (e) {
-      setErr(errText(e));
-      return false;
-    } finally {
-      setBusy(false);
-    }
-  };
-  return [busy, err, run, setErr];
-}
-
-export function ErrorLine({ text }: { text: string }) {
-  return text ? (
-    <p class="agents-err" role="alert">
-      {text}
-    </p>
-  ) : null;
-}
+export { ErrorLine, useOp };
 
 function projects(workspaces: Json[]): { id: string; label: string }[] {
   const out: { id: string; label: string }[] = [];

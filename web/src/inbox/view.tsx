@@ -9,6 +9,7 @@ import { store, useStore, type Json } from "../core/store";
 import { Markdown } from "../ui/markdown";
 import { canReopenQuestion, inboxLists, type InboxItem } from "./model";
 import { readReport, useReports } from "./reports";
+import { ErrorLine, useOp } from "../ui/op";
 
 export function when(ms: unknown): string {
   if (typeof ms !== "number" || !ms) return "";
@@ -16,36 +17,6 @@ export function when(ms: unknown): string {
   const today = new Date();
   const sameDay = d.toDateString() === today.toDateString();
   return sameDay ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : d.toLocaleString([], { dateStyle: "medium", timeStyle: "short" });
-}
-
-function errText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-/** A small async-button state: busy while the op runs, the daemon's error after. */
-function useOp(): [boolean, string, (fn: () => Promise<unknown>) => Promise<void>] {
-  const [busy, setBusy] = useState(false);
-  const [err, setErr] = useState("");
-  const run = async (fn: () => Promise<unknown>) => {
-    setBusy(true);
-    setErr("");
-    try {
-      await fn();
-    } catch (e) {
-      setErr(errText(e));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return [busy, err, run];
-}
-
-function ErrorLine({ text }: { text: string }) {
-  return text ? (
-    <p class="inbox-err" role="alert">
-      {text}
-    </p>
-  ) : null;
 }
 
 function SessionLink({ id }: { id: unknown }) {
