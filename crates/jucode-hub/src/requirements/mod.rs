@@ -7,6 +7,9 @@ mod gate;
 mod prompts;
 mod status;
 mod store;
+pub(crate) mod tool;
+#[cfg(test)]
+mod tool_tests;
 
 use std::path::{Path, PathBuf};
 
