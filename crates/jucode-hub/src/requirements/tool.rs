@@ -107,7 +107,7 @@ pub(crate) fn call(hub: &Arc<Hub>, caller: &Caller, args: Value) -> Result<Value
             return Ok(json!({"requirement": status::info(&r, &inner.sessions)}));
         }
         "progress" => progress(inner, &session, args)?,
-        "propose_create" => propose_create(inner, caller, &session, args)?,
+        "propose_create" => propose_create(hub, inner, caller, &session, args)?,
         "propose_close" => propose_close(inner, caller, &session, args)?,
         other => {
             return Err(invalid(format!(
@@ -212,6 +212,7 @@ fn append_once(field: &str, list: &mut Vec<String>, new: Vec<String>) -> Result<
 }
 
 fn propose_create(
+    hub: &Arc<Hub>,
     inner: &mut Inner,
     caller: &Caller,
     session: &str,
@@ -234,6 +235,7 @@ fn propose_create(
         .filter(|p| inner.workspaces.project(p).is_some());
     let now = inner.requirements.clock.now_ms();
     let id = inner.requirements.store.next_id();
+    let title_text = text.clone();
     let r = Stored {
         id: id.clone(),
         title: title_for(&text),
@@ -260,6 +262,7 @@ fn propose_create(
         updated_at: now,
     };
     inner.requirements.save(r).map_err(op)?;
+    super::titles::ask_title(hub, &id, &title_text);
     Ok(json!({
         "requirement": id,
         "state": "proposed",
