@@ -63,6 +63,7 @@ pub use devices::{
 };
 pub use gateway::{Gateway, GroupsFuture};
 pub use notifications::Notification;
+pub use requirements::titles::{TitleFuture, TitleModel, TitleModelError};
 pub use skills::{CatalogFuture, InstallFuture, SkillCatalog, Skills, valid_id as valid_skill_id};
 pub use usage::{Billing, Charge, ChargesFuture};
 
@@ -97,6 +98,9 @@ pub struct Online {
     pub skills: Option<Arc<dyn Skills>>,
     /// The signed-in account's gateway groups; `None` when not signed in.
     pub gateway: Option<Arc<dyn Gateway>>,
+    /// The small model that titles requirements and rewrites their progress; `None` keeps
+    /// the words' cut as the title and progress as the sessions' agents leave it.
+    pub title_model: Option<Arc<dyn TitleModel>>,
 }
 
 /// Why the hub could not start.

@@ -128,6 +128,18 @@ impl Notifications {
         self.seen = seen;
     }
 
+    /// What is queued and not yet taken by the sending task (tests without the task).
+    #[cfg(test)]
+    pub(crate) fn take_queued(&mut self) -> Vec<Notification> {
+        let mut out = Vec::new();
+        if let Some(rx) = self.pending.as_mut() {
+            while let Ok(note) = rx.try_recv() {
+                out.push(note);
+            }
+        }
+        out
+    }
+
     /// An agent asked a question: an important one notifies.
     pub(crate) fn question_asked(&mut self, q: &QuestionInfo) {
         if q.importance != Importance::High {

@@ -12,6 +12,7 @@ pub mod billing;
 pub mod gateway;
 pub mod http;
 pub mod skills;
+pub mod title_model;
 pub mod ws;
 
 use std::future::Future;
@@ -261,6 +262,7 @@ pub async fn run(
             .map_err(|e| tracing::error!("skill sources' HTTP client: {e}"))
             .ok()
             .map(|s| Arc::new(s) as Arc<dyn jucode_hub::Skills>),
+        title_model: Some(Arc::new(title_model::AgentTitleModel::new(&home))),
     };
     let version = options.version.clone();
     let server = Server::bind(ServerConfig {

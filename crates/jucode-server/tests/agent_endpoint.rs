@@ -316,6 +316,7 @@ async fn the_agent_mcp_subcommand_serves_the_sessions_tools_from_the_daemon() {
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert!(names.contains(&"report"), "{list}");
+    assert!(names.contains(&"requirements"), "{list}");
     let call = rpc(
         &mut stdin,
         &mut lines,

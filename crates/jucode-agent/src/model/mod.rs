@@ -396,6 +396,32 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Asks the config's title model one short question: `user` as the only message, no tools,
+/// no images, at most `max_tokens` back. Session titles use it, and the daemon's requirement
+/// titles and progress records.
+pub async fn ask_title_model(
+    config: &Config,
+    system: &str,
+    user: &str,
+    max_tokens: u64,
+) -> Result<String, ModelError> {
+    let client = ModelClient::new(config)?;
+    let messages = [Message::User {
+        content: user.to_string(),
+        images: vec![],
+    }];
+    client
+        .complete(Request {
+            model: &config.title_model,
+            system,
+            messages: &messages,
+            tools: &[],
+            max_tokens,
+            images: &NO_IMAGES,
+        })
+        .await
+}
+
 /// At most `max` characters of `text`, marked when cut.
 pub fn clip(text: &str, max: usize) -> String {
     if text.chars().count() <= max {

@@ -208,9 +208,6 @@ impl Ctx {
 
     async fn retitle(&self, latest: &str, reply: &str) {
         let Ok(config) = self.config() else { return };
-        let Ok(client) = ModelClient::new(&config) else {
-            return;
-        };
         let (first, current) = {
             let state = self.state();
             (
@@ -223,20 +220,9 @@ impl Ctx {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let messages = [Message::User {
-            content: prompt::title_request(&project, current.as_deref(), &first, latest, reply),
-            images: vec![],
-        }];
-        let answer = client
-            .complete(Request {
-                model: &config.title_model,
-                system: prompt::TITLE_SYSTEM,
-                messages: &messages,
-                tools: &[],
-                max_tokens: 32,
-                images: &NO_IMAGES,
-            })
-            .await;
+        let request = prompt::title_request(&project, current.as_deref(), &first, latest, reply);
+        let answer =
+            crate::model::ask_title_model(&config, prompt::TITLE_SYSTEM, &request, 32).await;
         let title = match answer {
             Ok(text) => prompt::clean_title(&text),
             Err(e) => {

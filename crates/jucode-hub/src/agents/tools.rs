@@ -1,6 +1,6 @@
-//! The agent tools (`message_agent`, `timer`, `brief`, `question`, `report`): one entry point
-//! for every engine, whether it calls in process (jucode, through [`HubAgentHost`]) or over
-//! the stdio MCP server (Claude Code, Codex, with a session capability).
+//! The agent tools (`message_agent`, `timer`, `brief`, `question`, `report`, `requirements`):
+//! one entry point for every engine, whether it calls in process (jucode, through
+//! [`HubAgentHost`]) or over the stdio MCP server (Claude Code, Codex, with a session capability).
 //!
 //! Each tool belongs to its area, which defines it (name, description, argument schema) and
 //! runs it; this file only lists them and picks one by name.
@@ -39,6 +39,7 @@ pub(crate) fn defs() -> Vec<ToolDef> {
         crate::timers::tool_def(),
         crate::questions::tool_def(),
         crate::reports::tool_def(),
+        crate::requirements::tool::def(),
     ]
 }
 
@@ -55,6 +56,7 @@ pub(crate) async fn call(
         "question" => crate::questions::tool(hub, caller, args),
         "report" => crate::reports::tool(hub, caller, args),
         crate::messages::tool::NAME => crate::messages::tool::call(hub, caller, args),
+        crate::requirements::tool::NAME => crate::requirements::tool::call(hub, caller, args),
         _ => Err(ToolError::Unknown(name.to_string())),
     }
 }

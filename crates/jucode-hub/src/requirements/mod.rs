@@ -7,6 +7,12 @@ mod gate;
 mod prompts;
 mod status;
 mod store;
+pub(crate) mod titles;
+#[cfg(test)]
+mod titles_tests;
+pub(crate) mod tool;
+#[cfg(test)]
+mod tool_tests;
 
 use std::path::{Path, PathBuf};
 
@@ -155,7 +161,7 @@ impl Requirements {
 }
 
 /// A title for `text`: the words themselves when short, else their first line cut to
-/// [`TITLE_CHARS`] (the title model replaces it later).
+/// [`TITLE_CHARS`] until the title model's answer replaces it (`titles.rs`).
 fn title_for(text: &str) -> String {
     let first = text.trim().lines().next().unwrap_or_default().trim();
     first.chars().take(TITLE_CHARS).collect()
@@ -286,6 +292,8 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
     let mut inner = cx.hub.lock();
     let inner = &mut *inner;
     let now = inner.requirements.clock.now_ms();
+    // A requirement whose words want a title from the title model, asked once it is saved.
+    let mut titled: Option<(String, String)> = None;
     let reply = match op {
         RequirementsOp::RequirementList => {
             let list = inner.requirements.event(&inner.sessions);
@@ -320,6 +328,7 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
             let id = inner.requirements.store.next_id();
             let dir = uploads.join("requirements").join(&id);
             let images = take_images(&uploads, &dir, &images)?;
+            titled = Some((id.clone(), text.clone()));
             let r = Stored {
                 id: id.clone(),
                 title: title_for(&text),
@@ -354,8 +363,12 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
                     return Err(RequirementError::EmptyText("requirement_update").into());
                 }
                 if text != r.text {
-                    r.title = title_for(&text);
-                    r.title_auto = false;
+                    // A title the user chose stays; the cut and the model's follow the words.
+                    if !titles::is_users_title(&r.title, r.title_auto, &r.text) {
+                        r.title = title_for(&text);
+                        r.title_auto = false;
+                        titled = Some((requirement.clone(), text.clone()));
+                    }
                     r.text = text;
                 }
             }
@@ -557,5 +570,8 @@ pub(crate) fn handle(cx: &OpCx<'_>, op: RequirementsOp) -> Result<(), OpError> {
     cx.reply_locked(inner, reply);
     inner.notifications.caused_by_user();
     inner.broadcast_requirements();
+    if let Some((id, text)) = titled {
+        titles::ask_title(cx.hub, &id, &text);
+    }
     Ok(())
 }

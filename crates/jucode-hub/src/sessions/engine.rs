@@ -373,6 +373,9 @@ impl Hub {
                 if turn_ended && let Err(e) = inner.requirements.turn_ended(session) {
                     tracing::error!("{e}");
                 }
+                if turn_ended {
+                    crate::requirements::titles::turn_ended(self, &inner, session);
+                }
                 if for_requirements && inner.requirements.is_linked(session) {
                     inner.broadcast_requirements();
                 }

@@ -314,6 +314,21 @@ impl Sessions {
             .map(|s| s.cwd.as_path())
     }
 
+    /// The first and latest user requests `session`'s view holds and its latest assistant
+    /// text (what the title model rewrites a requirement's progress from).
+    pub(crate) fn requests_and_reply(&self, session: &str) -> Option<(String, String, String)> {
+        use jucode_protocol::serve::TranscriptItem;
+        let s = self.map.get(self.current_id(session))?;
+        let mut users = s.view.transcript.iter().filter_map(|item| match item {
+            TranscriptItem::User { content, .. } => Some(content.clone()),
+            _ => None,
+        });
+        let first = users.next().unwrap_or_default();
+        let latest = users.next_back().unwrap_or_else(|| first.clone());
+        let reply = self.facts(session)?.last_reply.unwrap_or_default();
+        Some((first, latest, reply))
+    }
+
     /// The state of `session` a requirement shows, if it is known.
     pub(crate) fn facts(&self, session: &str) -> Option<SessionFacts> {
         let s = self.map.get(self.current_id(session))?;

@@ -24,7 +24,10 @@
 //!
 //! The engine's own short requests are told apart by their system prompt: a title request gets
 //! `Session about <first words>`, a safety check `ALLOW` (or `ASK` when the call mentions
-//! `DANGER`), a compaction request a summary. [`FakeModel::fail_next`] makes the next requests
+//! `DANGER`), a compaction request a summary. The daemon's title-model requests for
+//! requirements too: a title gets `Title: "<first three words>".`, a progress rewrite a
+//! fenced JSON record (see `requirement_progress`; prose when the latest request says
+//! `NOT JSON`). [`FakeModel::fail_next`] makes the next requests
 //! fail with a status (429, 500…) for retry tests. Every request body is kept.
 //!
 //! [`FakeModel::gateway`] serves the same scripts behind the JuCode gateway's paths and key
@@ -532,6 +535,12 @@ async fn script(body: &Value, anthropic: bool, n: usize) -> Answer {
         let words: Vec<&str> = latest.split_whitespace().take(3).collect();
         return Answer::Text(format!("Session about {}", words.join(" ")));
     }
+    if lower.contains("you name a requirement") {
+        return Answer::Text(requirement_title(&text));
+    }
+    if lower.contains("progress record of a requirement") {
+        return Answer::Text(requirement_progress(&text));
+    }
     if lower.contains("safety check") {
         let verdict = if text.contains("DANGER") {
             "ASK"
@@ -576,6 +585,47 @@ async fn script(body: &Value, anthropic: bool, n: usize) -> Answer {
         };
     }
     Answer::Text(format!("user said: {text}"))
+}
+
+/// The daemon's requirement title request: `Title: <first three words>.`, in the untidy
+/// shape a model may answer in.
+fn requirement_title(text: &str) -> String {
+    let words = section(text, "Requirement:");
+    let words: Vec<&str> = words.split_whitespace().take(3).collect();
+    format!("Title: \"{}\".", words.join(" "))
+}
+
+/// The daemon's progress request: a record with the session's latest request done, the
+/// previous record's done items kept, and the first request as the goal. A latest request
+/// holding `NOT JSON` is answered with prose instead.
+fn requirement_progress(text: &str) -> String {
+    let latest = section(text, "Latest request:");
+    if latest.contains("NOT JSON") {
+        return "The session made good progress.".into();
+    }
+    let previous: Value =
+        serde_json::from_str(&section(text, "Previous record:")).unwrap_or_default();
+    let mut done: Vec<Value> = previous["done"].as_array().cloned().unwrap_or_default();
+    done.push(json!(latest));
+    let record = json!({
+        "goal": section(text, "First request of the session:"),
+        "done": done,
+        "next": ["check the reply"],
+        "note": format!("reply ended: {}", section(text, "End of the latest reply:")),
+    });
+    format!("```json\n{record}\n```")
+}
+
+/// The text after the line `label` up to the next blank line.
+fn section(text: &str, label: &str) -> String {
+    let Some((_, rest)) = text.split_once(&format!("{label}\n")) else {
+        return String::new();
+    };
+    rest.split("\n\n")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 /// Splits text in two deltas, so clients see more than one.
