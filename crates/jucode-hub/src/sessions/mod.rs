@@ -158,6 +158,16 @@ impl Created {
             reply: |session| DaemonEvent::SessionCreated { session },
         }
     }
+
+    /// No client waits for the session (the hub starts it itself: a dispatch's task). The id
+    /// is one no connection is ever given, so the reply goes nowhere.
+    pub(crate) fn nobody() -> Created {
+        Created {
+            client: ClientId(u64::MAX),
+            id: None,
+            reply: |session| DaemonEvent::SessionCreated { session },
+        }
+    }
 }
 
 /// What a requirement's list shows of one of its sessions.
@@ -493,6 +503,11 @@ impl Sessions {
             s.updated_at = at;
         }
         Ok(true)
+    }
+
+    /// Asks the session's engine to stop (its close follows from the engine pump).
+    pub(crate) fn close(&self, session: &str) {
+        self.deliver(session, shutdown_op());
     }
 
     fn append(&mut self, record: &Record) -> Result<(), SessionError> {
