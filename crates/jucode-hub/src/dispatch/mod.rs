@@ -355,6 +355,11 @@ impl Hub {
                 {
                     tracing::warn!(dispatch, task, "could not link the task's session: {e}");
                 }
+                // Nobody watches a task's session, yet an approval in it waits for the user
+                // (who is notified) rather than being deferred.
+                inner
+                    .sessions
+                    .deliver(&session, crate::sessions::set_attended(true));
                 inner.sessions.deliver(&session, user_message(&text));
             }
             Err(why) => {

@@ -15,9 +15,10 @@ pub(crate) struct Stored {
     /// The requirement its tasks' sessions are linked to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) requirement: Option<String>,
-    /// Each task's text as the dispatcher wrote it, by task id: what its session is sent.
+    /// Each task's text as the dispatcher wrote it, in task order (task `n` at `n - 1`):
+    /// what its session is sent.
     #[serde(default)]
-    pub(crate) texts: std::collections::BTreeMap<u64, String>,
+    pub(crate) texts: Vec<String>,
     /// The results went to the dispatcher for its summary (never sent twice).
     #[serde(default)]
     pub(crate) summarizing: bool,

@@ -73,3 +73,34 @@ fn a_dispatch_done_notifies_with_its_summary() {
     let cancelled = dispatch(DispatchStatus::Cancelled, &[TaskStatus::Planned]);
     assert!(notes(Some(&before), &cancelled).is_empty());
 }
+
+#[test]
+fn a_dispatch_comes_back_from_its_log_as_it_was_saved() {
+    let home = tempfile::tempdir().unwrap();
+    let state = jucode_store::StateDir::open(home.path()).unwrap();
+    let mut info = dispatch(
+        DispatchStatus::Running,
+        &[TaskStatus::Sent, TaskStatus::Done],
+    );
+    info.summary = "so far".into();
+    let saved = super::Stored {
+        info,
+        requirement: Some("R-1".into()),
+        texts: vec!["first".into(), "second".into()],
+        summarizing: false,
+    };
+    {
+        let mut store = super::store::Store::open(&state).unwrap();
+        store.save(saved.clone()).unwrap();
+        let mut later = saved.clone();
+        later.info.tasks[0].status = TaskStatus::Running;
+        store.save(later).unwrap();
+    }
+    let store = super::store::Store::open(&state).unwrap();
+    assert_eq!(store.list.len(), 1);
+    let back = store.get("s1").unwrap();
+    assert_eq!(back.info.tasks[0].status, TaskStatus::Running);
+    assert_eq!(back.texts, saved.texts);
+    assert_eq!(back.requirement, saved.requirement);
+    assert_eq!(super::tool::task_text(back, 2), "second");
+}

@@ -97,6 +97,7 @@ pub(crate) fn call(hub: &Arc<Hub>, dispatch: &str, args: Value) -> Result<Value,
                 return Err(invalid(format!("a plan holds at most {MAX_TASKS} tasks")));
             }
             let mut tasks = Vec::new();
+            let mut texts = Vec::new();
             for (i, t) in args.tasks.into_iter().enumerate() {
                 let n = i as u64 + 1;
                 let project = project_dir(inner, &t.project).ok_or_else(|| {
@@ -119,7 +120,7 @@ pub(crate) fn call(hub: &Arc<Hub>, dispatch: &str, args: Value) -> Result<Value,
                     .title
                     .filter(|t| !t.trim().is_empty())
                     .unwrap_or_else(|| first_line(&t.text));
-                s.texts.insert(n, t.text);
+                texts.push(t.text);
                 tasks.push(DispatchTask {
                     id: n,
                     title: title.chars().take(TITLE_CHARS).collect(),
@@ -132,6 +133,7 @@ pub(crate) fn call(hub: &Arc<Hub>, dispatch: &str, args: Value) -> Result<Value,
             }
             let count = tasks.len();
             s.info.tasks = tasks;
+            s.texts = texts;
             s.info.status = if s.info.plan {
                 DispatchStatus::Awaiting
             } else {
@@ -200,8 +202,9 @@ fn first_line(text: &str) -> String {
 }
 
 /// What task `task` of `s` is sent: its text as the dispatcher wrote it.
-pub(super) fn task_text(s: &Stored, task: u64) -> String {
-    s.texts.get(&task).cloned().unwrap_or_default()
+pub(crate) fn task_text(s: &Stored, task: u64) -> String {
+    let at = usize::try_from(task.saturating_sub(1)).unwrap_or(usize::MAX);
+    s.texts.get(at).cloned().unwrap_or_default()
 }
 
 /// The words the dispatcher gets once every task has ended.

@@ -587,7 +587,7 @@ pub(crate) async fn handle(cx: &OpCx<'_>, op: SessionsOp) -> Result<(), OpError>
     Ok(())
 }
 
-fn set_attended(attended: bool) -> Object {
+pub(crate) fn set_attended(attended: bool) -> Object {
     let mut op = Object::new();
     op.insert("op".into(), Value::String("set_attended".into()));
     op.insert("attended".into(), Value::Bool(attended));
