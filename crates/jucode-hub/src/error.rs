@@ -59,6 +59,10 @@ pub(crate) enum OpError {
     #[error(transparent)]
     Requirements(#[from] crate::requirements::RequirementError),
     #[error(transparent)]
+    Dispatch(#[from] crate::dispatch::DispatchError),
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(transparent)]
     Messages(#[from] MessageError),
     #[error(transparent)]
     Schedules(#[from] ScheduleError),

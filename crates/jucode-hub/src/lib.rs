@@ -7,7 +7,7 @@
 //! declare (capabilities), never their names. Start reading at [`Hub::open`] and
 //! [`Hub::handle`] (in `router.rs`): a frame is looked up in the protocol's op table, its gate
 //! applied, and it goes to its area's module (`sessions/`, `agents/`, `actions`,
-//! `workspaces`, `devices/`, `mcp`, `schedules/`), which answers through the op's context (`cx.rs`) and fails with a
+//! `workspaces`, `devices/`, `mcp`, `schedules/`, `dispatch/`), which answers through the op's context (`cx.rs`) and fails with a
 //! typed error whose text is the protocol's (`error.rs`).
 //!
 //! Invariants: a record is fsynced to its log before the op that caused it is acknowledged;
@@ -20,6 +20,7 @@ mod agents;
 mod clients;
 mod cx;
 mod devices;
+mod dispatch;
 mod error;
 mod files;
 mod gateway;
@@ -148,6 +149,7 @@ struct Inner {
     questions: questions::Questions,
     reports: reports::Reports,
     requirements: requirements::Requirements,
+    dispatches: dispatch::Dispatches,
     messages: messages::Messages,
     schedules: schedules::Schedules,
     usage: usage::Ledger,
@@ -173,6 +175,7 @@ impl Hub {
         let reports = reports::Reports::open(&store, config.clock.clone())?;
         let mut requirements = requirements::Requirements::open(&store, config.clock.clone())?;
         requirements.migrate(&workspaces)?;
+        let dispatches = dispatch::Dispatches::open(&store, config.clock.clone())?;
         let mut messages = messages::Messages::open(&store)?;
         messages.follow_renames(|id| {
             let now = sessions.current_id(id);
@@ -207,6 +210,7 @@ impl Hub {
                 questions,
                 reports,
                 requirements,
+                dispatches,
                 messages,
                 schedules,
                 usage,
@@ -275,10 +279,9 @@ impl Hub {
             inner.workspaces.event(),
             inner.agents_event(),
             inner.schedules.event(),
-            // Dispatch is not built yet: its list is empty (docs/DECISIONS.md).
             inner.questions.event(),
             inner.actions.event(),
-            DaemonEvent::Dispatches { dispatches: vec![] },
+            inner.dispatches.event(),
             inner.requirements.event(&inner.sessions),
         ];
         events

@@ -11,7 +11,7 @@
 //! `confirm` or `approval`; any requirement when an agent's proposal appears on it. A change
 //! the user made by a requirement op is taken in silently ([`Notifications::caused_by_user`]).
 //! Dispatch's triggers (a plan waiting, a task waiting for approval, a dispatch done) are
-//! to call [`Notifications::queue`] when dispatch is built.
+//! found by `dispatch::notes` on each `dispatches` broadcast and queued here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};

@@ -9,9 +9,9 @@ use jucode_protocol::{ClientFrame, DaemonOp};
 use crate::cx::OpCx;
 use crate::error::OpError;
 use crate::{
-    ClientId, Hub, actions, agents, devices, files, gateway, mcp, messages, questions, reports,
-    requirements, schedules, sessions, skills, terminals, timers, to_value, uploads, usage,
-    workspaces,
+    ClientId, Hub, actions, agents, devices, dispatch, files, gateway, mcp, messages, questions,
+    reports, requirements, schedules, sessions, skills, terminals, timers, to_value, uploads,
+    usage, workspaces,
 };
 
 impl Hub {
@@ -84,6 +84,7 @@ async fn route(cx: &OpCx<'_>, frame: ClientFrame) -> Result<(), OpError> {
         DaemonOp::Questions(op) => questions::handle(cx, op),
         DaemonOp::Reports(op) => reports::handle(cx, op),
         DaemonOp::Requirements(op) => requirements::handle(cx, op),
+        DaemonOp::Dispatch(op) => dispatch::handle(cx, op),
         DaemonOp::Messages(op) => messages::handle(cx, op),
         DaemonOp::Schedules(op) => schedules::handle(cx, op),
         DaemonOp::Usage(op) => usage::handle(cx, op),

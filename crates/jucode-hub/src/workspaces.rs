@@ -95,6 +95,15 @@ impl Workspaces {
             .map(|p| p.id.clone())
     }
 
+    /// Every project, workspace by workspace.
+    pub(crate) fn projects(&self) -> Vec<&Project> {
+        self.file
+            .workspaces
+            .iter()
+            .flat_map(|w| &w.projects)
+            .collect()
+    }
+
     /// Whether any workspace has a project.
     pub(crate) fn has_projects(&self) -> bool {
         self.file.workspaces.iter().any(|w| !w.projects.is_empty())

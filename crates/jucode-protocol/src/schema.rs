@@ -75,6 +75,7 @@ pub fn client_frame() -> Value {
     daemon.extend(variants::<QuestionsOp>(&mut generator, "op"));
     daemon.extend(variants::<ReportsOp>(&mut generator, "op"));
     daemon.extend(variants::<RequirementsOp>(&mut generator, "op"));
+    daemon.extend(variants::<crate::daemon::DispatchOp>(&mut generator, "op"));
     daemon.extend(variants::<MessagesOp>(&mut generator, "op"));
     daemon.extend(variants::<SchedulesOp>(&mut generator, "op"));
     daemon.extend(variants::<UsageOp>(&mut generator, "op"));

@@ -125,6 +125,11 @@ impl Requirements {
         self.store.save_all(migrated)
     }
 
+    /// Whether requirement `id` exists.
+    pub(crate) fn exists(&self, id: &str) -> bool {
+        self.store.get(id).is_some()
+    }
+
     /// Whether `session` works on a requirement.
     pub(crate) fn is_linked(&self, session: &str) -> bool {
         self.store
@@ -190,6 +195,14 @@ impl Inner {
             return Err(RequirementError::UnknownSession(session.to_string()));
         }
         Ok(self.sessions.current_id(session).to_string())
+    }
+
+    /// Links a session the hub started (a dispatch's task) to requirement `id`, and tells
+    /// every client.
+    pub(crate) fn link_session(&mut self, id: &str, session: &str) -> Result<(), RequirementError> {
+        self.link(id, session)?;
+        self.broadcast_requirements();
+        Ok(())
     }
 
     /// Links `session` to `id` (it leaves any other requirement and that one's gate).

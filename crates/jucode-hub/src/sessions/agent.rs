@@ -1,6 +1,7 @@
 //! Sessions of long-lived agents: a new one starts in the agent's directory, and every start
 //! (new, reopened, restarted) runs with the agent's settings and its [`AgentSeat`].
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use jucode_engine::agent::AgentSeat;
@@ -8,6 +9,7 @@ use jucode_protocol::Object;
 use serde_json::Value;
 
 use super::{Record, Session, SessionError, log::default_engine};
+use crate::agents::DISPATCH;
 use crate::agents::prompt::PromptFacts;
 use crate::agents::tools::{Caller, HubAgentHost};
 use crate::util::new_uuid;
@@ -39,6 +41,31 @@ impl Hub {
                 cwd: cwd.display().to_string(),
             });
         }
+        self.open_agent_session(inner, agent, engine, cwd, options)
+    }
+
+    /// Starts a dispatcher: a session of the reserved agent `dispatch` (which has no
+    /// settings of its own) in `cwd`, on the jucode engine, asking before any change.
+    pub(crate) fn start_dispatcher(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        cwd: PathBuf,
+    ) -> Result<String, SessionError> {
+        let engine = crate::dispatch::DISPATCHER_ENGINE.to_string();
+        self.engine_factory(&engine)?;
+        let mut options = Object::new();
+        options.insert("approval_mode".into(), Value::from("manual"));
+        self.open_agent_session(inner, DISPATCH, engine, cwd, options)
+    }
+
+    fn open_agent_session(
+        self: &Arc<Self>,
+        inner: &mut Inner,
+        agent: &str,
+        engine: String,
+        cwd: PathBuf,
+        options: Object,
+    ) -> Result<String, SessionError> {
         let session = new_uuid()?;
         let at = self.config.clock.now_ms();
         inner.sessions.append(&Record::Open {
@@ -84,6 +111,9 @@ impl Hub {
         agent: &str,
         options: &mut Object,
     ) -> Option<AgentSeat> {
+        if agent == DISPATCH {
+            return Some(crate::dispatch::tool::seat(self, inner, session));
+        }
         let config = &inner.agents.get(agent)?.config;
         let settings = [
             ("approval_mode", Value::from(config.approval_mode.clone())),

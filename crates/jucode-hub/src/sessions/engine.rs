@@ -323,6 +323,16 @@ impl Hub {
                 let agent_turn = was_busy != s.busy && s.agent.is_some();
                 // A turn that ended without an error answers a start gate's step.
                 let turn_ended = was_busy && !s.busy && !s.failed;
+                // What moves a dispatch's task or its dispatcher.
+                let for_dispatch = was_busy != s.busy
+                    || matches!(
+                        event.kind(),
+                        "approval_request" | "tool_start" | "tool_output" | "error"
+                    );
+                let dispatch_change = crate::dispatch::Change {
+                    ended: was_busy && !s.busy,
+                    exited: false,
+                };
                 if let Some(title) = &title {
                     s.auto_title = Some(title.clone());
                 }
@@ -379,6 +389,9 @@ impl Hub {
                 if for_requirements && inner.requirements.is_linked(session) {
                     inner.broadcast_requirements();
                 }
+                if for_dispatch {
+                    self.dispatch_follow(&mut inner, session, dispatch_change);
+                }
                 if actions_changed {
                     let list = to_value(&Reply::to(None, inner.actions.event()));
                     inner.broadcast(&list);
@@ -427,6 +440,11 @@ impl Hub {
                 ));
                 inner.broadcast(&closed);
                 inner.broadcast_sessions();
+                let change = crate::dispatch::Change {
+                    ended: false,
+                    exited: true,
+                };
+                self.dispatch_follow(&mut inner, session, change);
                 if of_agent {
                     inner.broadcast_agents();
                 }

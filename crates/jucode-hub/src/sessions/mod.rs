@@ -158,6 +158,16 @@ impl Created {
             reply: |session| DaemonEvent::SessionCreated { session },
         }
     }
+
+    /// No client waits for the session (the hub starts it itself: a dispatch's task). The id
+    /// is one no connection is ever given, so the reply goes nowhere.
+    pub(crate) fn nobody() -> Created {
+        Created {
+            client: ClientId(u64::MAX),
+            id: None,
+            reply: |session| DaemonEvent::SessionCreated { session },
+        }
+    }
 }
 
 /// What a requirement's list shows of one of its sessions.
@@ -510,6 +520,11 @@ impl Sessions {
         Ok(true)
     }
 
+    /// Asks the session's engine to stop (its close follows from the engine pump).
+    pub(crate) fn close(&self, session: &str) {
+        self.deliver(session, shutdown_op());
+    }
+
     fn append(&mut self, record: &Record) -> Result<(), SessionError> {
         self.log.append(record).map_err(SessionError::Save)
     }
@@ -587,7 +602,7 @@ pub(crate) async fn handle(cx: &OpCx<'_>, op: SessionsOp) -> Result<(), OpError>
     Ok(())
 }
 
-fn set_attended(attended: bool) -> Object {
+pub(crate) fn set_attended(attended: bool) -> Object {
     let mut op = Object::new();
     op.insert("op".into(), Value::String("set_attended".into()));
     op.insert("attended".into(), Value::Bool(attended));

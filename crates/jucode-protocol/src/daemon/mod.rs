@@ -10,6 +10,7 @@ pub mod actions;
 pub mod agents;
 pub mod basics;
 pub mod devices;
+pub mod dispatch;
 pub mod files;
 pub mod gateway;
 pub mod git;
@@ -39,6 +40,7 @@ pub use actions::ActionsOp;
 pub use agents::{AgentDirectory, AgentInfo, AgentsOp, CommandRule};
 pub use basics::BasicsOp;
 pub use devices::{DeviceInfo, DevicesOp};
+pub use dispatch::{DispatchInfo, DispatchOp, DispatchStatus, DispatchTask, TaskStatus};
 pub use files::FilesOp;
 pub use gateway::{GatewayGroup, GatewayOp};
 pub use git::GitOp;
@@ -175,6 +177,7 @@ pub enum DaemonOp {
     Questions(QuestionsOp),
     Reports(ReportsOp),
     Requirements(RequirementsOp),
+    Dispatch(DispatchOp),
     Messages(MessagesOp),
     Schedules(SchedulesOp),
     Usage(UsageOp),
@@ -227,6 +230,7 @@ impl DaemonOp {
             Area::Questions => read(fields).map(DaemonOp::Questions),
             Area::Reports => read(fields).map(DaemonOp::Reports),
             Area::Requirements => read(fields).map(DaemonOp::Requirements),
+            Area::Dispatch => read(fields).map(DaemonOp::Dispatch),
             Area::Messages => read(fields).map(DaemonOp::Messages),
             Area::Schedules => read(fields).map(DaemonOp::Schedules),
             Area::Usage => read(fields).map(DaemonOp::Usage),
@@ -236,7 +240,6 @@ impl DaemonOp {
             Area::Terminals => read(fields).map(DaemonOp::Terminals),
             Area::Skills => read(fields).map(DaemonOp::Skills),
             Area::Gateway => read(fields).map(DaemonOp::Gateway),
-            _ => return None,
         };
         Some(parsed.map_err(fail).and_then(|op| {
             op.check_limits()
@@ -254,6 +257,7 @@ impl DaemonOp {
             DaemonOp::Mcp(op) => op.check_limits(),
             DaemonOp::Questions(op) => op.check_limits(),
             DaemonOp::Requirements(op) => op.check_limits(),
+            DaemonOp::Dispatch(op) => op.check_limits(),
             DaemonOp::Messages(op) => op.check_limits(),
             DaemonOp::Schedules(op) => op.check_limits(),
             DaemonOp::Files(op) => op.check_limits(),
@@ -450,7 +454,16 @@ pub enum DaemonEvent {
         closed: Vec<Value>,
     },
     Dispatches {
-        dispatches: Vec<Value>,
+        dispatches: Vec<DispatchInfo>,
+    },
+    /// `dispatch_send`: the new dispatch's id (its dispatcher's session).
+    DispatchStarted {
+        dispatch: String,
+    },
+    /// `dispatch_confirm`: the plan is approved (its tasks start) or turned down.
+    DispatchConfirmed {
+        dispatch: String,
+        approve: bool,
     },
     Requirements {
         requirements: Vec<RequirementInfo>,

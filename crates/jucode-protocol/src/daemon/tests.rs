@@ -159,6 +159,9 @@ fn the_table_and_the_typed_ops_agree() {
         "requirement_begin": {"requirement": "R-1", "session": "s1", "plan": true, "mode": "edits"},
         "requirement_confirm": {"requirement": "R-1", "lang": "en"},
         "requirement_reply": {"requirement": "R-1", "text": "more"},
+        "dispatch_send": {"text": "fix the tests", "plan": true, "approval_mode": "auto"},
+        "dispatch_confirm": {"dispatch": "s1", "approve": true},
+        "dispatch_list": {},
     });
     let samples = samples.as_object().unwrap();
     for spec in OPS {
@@ -190,6 +193,7 @@ fn the_table_and_the_typed_ops_agree() {
             DaemonOp::Questions(_) => Area::Questions,
             DaemonOp::Reports(_) => Area::Reports,
             DaemonOp::Requirements(_) => Area::Requirements,
+            DaemonOp::Dispatch(_) => Area::Dispatch,
             DaemonOp::Messages(_) => Area::Messages,
             DaemonOp::Schedules(_) => Area::Schedules,
             DaemonOp::Usage(_) => Area::Usage,
@@ -254,8 +258,9 @@ fn typed_ops_parse_and_name_missing_fields() {
         err.to_string(),
         "push_subscribe: missing field `subscription`"
     );
-    let f = ClientFrame::parse(r#"{"op":"dispatch_list"}"#).unwrap();
-    assert!(DaemonOp::from_frame(&f).is_none());
+    let f = ClientFrame::parse(r#"{"op":"dispatch_confirm","dispatch":"s1"}"#).unwrap();
+    let err = DaemonOp::from_frame(&f).unwrap().unwrap_err();
+    assert_eq!(err.to_string(), "dispatch_confirm: missing field `approve`");
 }
 
 #[test]

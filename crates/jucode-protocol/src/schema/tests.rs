@@ -65,6 +65,11 @@ fn every_built_op_has_a_typed_shape_and_every_shape_an_op() {
             .cloned(),
     );
     typed.extend(
+        variants::<crate::daemon::DispatchOp>(&mut generator, "op")
+            .keys()
+            .cloned(),
+    );
+    typed.extend(
         variants::<crate::daemon::FilesOp>(&mut generator, "op")
             .keys()
             .cloned(),
