@@ -165,7 +165,9 @@ impl Clients {
         }
     }
 
-    fn send_text(&mut self, id: ClientId, text: Arc<str>) -> bool {
+    /// Queues a frame already serialized (a hot path builds its JSON text itself). Returns
+    /// false when the client was dropped.
+    pub(crate) fn send_text(&mut self, id: ClientId, text: Arc<str>) -> bool {
         self.send_text_bounded(id, text, true)
     }
 

@@ -17,7 +17,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+use tokio_tungstenite::tungstenite::{Bytes, Error as WsError, Message, Utf8Bytes};
 
 use crate::Shared;
 use crate::http::{Body, text};
@@ -269,16 +269,33 @@ async fn write_batch<S: Socket>(
     frames: &mut Frames,
     first: Arc<str>,
 ) -> Result<(), WsError> {
-    sink.feed(Message::text(first.to_string())).await?;
+    sink.feed(text_message(first)?).await?;
     let mut n = 1;
     while n < WRITE_BATCH {
         let Ok(Outgoing::Frame(next)) = frames.try_recv() else {
             break;
         };
-        sink.feed(Message::text(next.to_string())).await?;
+        sink.feed(text_message(next)?).await?;
         n += 1;
     }
     sink.flush().await
+}
+
+/// A hub frame as a text message without copying it (a terminal's output frames are 87 KiB):
+/// the message shares the hub's buffer.
+fn text_message(text: Arc<str>) -> Result<Message, WsError> {
+    let bytes = Bytes::from_owner(SharedText(text));
+    // Checking is a fast scan of text that is known to be UTF-8; it never fails.
+    Ok(Message::Text(Utf8Bytes::try_from(bytes)?))
+}
+
+/// Lends an `Arc<str>`'s bytes to a [`Bytes`].
+struct SharedText(Arc<str>);
+
+impl AsRef<[u8]> for SharedText {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 /// Hands client frames to the hub until the client leaves or errs, or the writer ends first

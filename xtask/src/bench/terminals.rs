@@ -2,6 +2,9 @@
 //! stream, and keystroke echo through the daemon against a raw pty's echo. Both sides run
 //! `/bin/sh` on a pty and are sent the same command; output is counted as its zero bytes
 //! (only `head -c N /dev/zero` prints them), so the echo of the command does not count.
+//! Each side does what its client must: the daemon's parses every `term_output` frame's JSON
+//! and decodes its base64 (the daemon had to encode it); the reference reads the pty in a
+//! thread of its own and hands each read over a channel.
 
 use std::io::{Read as _, Write as _};
 use std::time::{Duration, Instant};
@@ -20,6 +23,8 @@ use crate::daemon::{Bins, Daemon, Homes};
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const WAIT: Duration = Duration::from_secs(60);
+/// Throughput runs of each side.
+const ROUNDS: usize = 3;
 
 pub struct Sizes {
     /// Bytes of output per throughput run.
@@ -30,8 +35,9 @@ pub struct Sizes {
 
 pub struct Report {
     pub bytes: usize,
-    /// Bytes per second: daemon, reference.
+    /// Bytes per second, each side's median over `rounds` runs: daemon, reference.
     pub throughput: (f64, f64),
+    pub rounds: usize,
     pub keys: usize,
     /// Echo p50 and p99: daemon, reference.
     pub echo: ((Duration, Duration), (Duration, Duration)),
@@ -87,14 +93,21 @@ async fn measure(url: &str, project: &std::path::Path, sizes: &Sizes) -> Result<
         t.zeros(0).await?;
     }
     let cmd = format!("head -c {} /dev/zero\n", sizes.bytes);
-    let mut rates = Vec::new();
-    // Alternated, the reference first, so a burst of load elsewhere hits both alike.
-    for t in [&mut reference as &mut dyn Term, &mut daemon] {
-        let start = now();
-        t.write(cmd.as_bytes()).await?;
-        t.zeros(sizes.bytes).await?;
-        rates.push(sizes.bytes as f64 / (now() - start).as_secs_f64().max(1e-9));
+    // Alternated, the reference first, so a burst of load elsewhere hits both alike; and
+    // repeated, each side's median counting, so one burst does not decide the ratio.
+    let mut rates = [Vec::new(), Vec::new()];
+    for _ in 0..ROUNDS {
+        for (side, t) in [&mut reference as &mut dyn Term, &mut daemon]
+            .into_iter()
+            .enumerate()
+        {
+            let start = now();
+            t.write(cmd.as_bytes()).await?;
+            t.zeros(sizes.bytes).await?;
+            rates[side].push(sizes.bytes as f64 / (now() - start).as_secs_f64().max(1e-9));
+        }
     }
+    let [reference_rates, daemon_rates] = rates.map(median);
     // `cat` echoes each keystroke through the pty's line discipline.
     let mut echoes = Vec::new();
     for t in [&mut reference as &mut dyn Term, &mut daemon] {
@@ -111,10 +124,16 @@ async fn measure(url: &str, project: &std::path::Path, sizes: &Sizes) -> Result<
     }
     Ok(Report {
         bytes: sizes.bytes,
-        throughput: (rates[1], rates[0]),
+        throughput: (daemon_rates, reference_rates),
+        rounds: ROUNDS,
         keys: sizes.keys,
         echo: (echoes[1], echoes[0]),
     })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
 fn percentiles(mut v: Vec<Duration>) -> (Duration, Duration) {

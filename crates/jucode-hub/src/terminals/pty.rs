@@ -210,7 +210,9 @@ impl Running {
             client,
             fd,
             group,
-            buf: Vec::with_capacity(TERM_OUTPUT_FRAME_BYTES),
+            buf: vec![0; TERM_OUTPUT_FRAME_BYTES],
+            filled: 0,
+            text: String::new(),
             paused: false,
             typed,
         };
@@ -234,6 +236,11 @@ fn read_some(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     Ok(total)
 }
 
+/// Sleeps one pause poll. Async, so a `select!` branch that is off creates no timer.
+async fn pause_poll() {
+    tokio::time::sleep(PAUSE_POLL).await;
+}
+
 /// Writes the client's input to the pty in order, waiting while the pty is full.
 async fn write_input(
     fd: Arc<AsyncFd<OwnedFd>>,
@@ -246,6 +253,9 @@ async fn write_input(
             let Ok(mut guard) = fd.writable().await else {
                 return;
             };
+            // Set before the write as well as after: the echo can be read by the pump before
+            // this task gets back from `write`, and it must not wait for the quiet spell.
+            typed.store(true, Ordering::Release);
             match guard.try_io(|f| nix::unistd::write(f.get_ref(), rest).map_err(io::Error::from)) {
                 Ok(Ok(n)) => {
                     rest = &rest[n..];
@@ -266,7 +276,11 @@ struct Pump {
     client: ClientId,
     fd: Arc<AsyncFd<OwnedFd>>,
     group: Option<Pid>,
+    /// One frame's worth of output: the pty is read straight into `buf[filled..]`.
     buf: Vec<u8>,
+    filled: usize,
+    /// The last frame's JSON text, kept for its capacity.
+    text: String,
     paused: bool,
     /// Set by the writer: the client typed since the last frame, so what comes now is
     /// (likely) its echo and goes out at once.
@@ -281,7 +295,6 @@ impl Pump {
         writer: JoinHandle<()>,
         exit: oneshot::Sender<Option<i32>>,
     ) {
-        let mut chunk = vec![0u8; TERM_OUTPUT_FRAME_BYTES];
         let mut eof = false;
         let mut closing = false;
         // Each wait is a timer of its own, armed when its condition starts.
@@ -299,7 +312,7 @@ impl Pump {
             {
                 break code;
             }
-            let room = TERM_OUTPUT_FRAME_BYTES - self.buf.len();
+            let room = self.buf.len() - self.filled;
             tokio::select! {
                 got = &mut reaped, if code.is_none() => {
                     code = Some(got.unwrap_or(None));
@@ -311,16 +324,17 @@ impl Pump {
                         eof = true;
                         continue;
                     };
-                    let read = guard.try_io(|f| read_some(f.get_ref(), &mut chunk[..room]));
+                    let read =
+                        guard.try_io(|f| read_some(f.get_ref(), &mut self.buf[self.filled..]));
                     match read {
                         Ok(Ok(0)) => eof = true,
                         Ok(Ok(n)) => {
-                            let first = self.buf.is_empty();
-                            self.buf.extend_from_slice(&chunk[..n]);
+                            let first = self.filled == 0;
+                            self.filled += n;
                             let echo = self.typed.swap(false, Ordering::AcqRel);
                             if echo
                                 || (first && hold.is_none())
-                                || self.buf.len() >= TERM_OUTPUT_FRAME_BYTES
+                                || self.filled == self.buf.len()
                             {
                                 // A keystroke's echo after a quiet spell, or a full frame.
                                 self.flush(code.is_none());
@@ -350,7 +364,7 @@ impl Pump {
                     hold = Some(Box::pin(tokio::time::sleep(QUIET)));
                 }
                 () = wait(&mut hold) => hold = None,
-                () = tokio::time::sleep(PAUSE_POLL), if self.paused => {
+                () = pause_poll(), if self.paused => {
                     let backlog = self.hub.upgrade().and_then(|h| h.client_backlog(self.client));
                     self.paused = backlog.is_some_and(|b| b > BACKLOG_PAUSE);
                 }
@@ -367,7 +381,7 @@ impl Pump {
                 () = wait(&mut drain) => drained = true,
             }
         };
-        if !self.buf.is_empty() {
+        if self.filled > 0 {
             self.flush(false);
         }
         writer.abort();
@@ -380,14 +394,15 @@ impl Pump {
     /// Sends what is buffered; pauses reading when the owner is behind (unless `may_pause` is
     /// false: the last output of an exited process is sent whole).
     fn flush(&mut self, may_pause: bool) {
-        if self.buf.is_empty() {
+        if self.filled == 0 {
             return;
         }
+        let data = &self.buf[..self.filled];
         let backlog = self
             .hub
             .upgrade()
-            .and_then(|h| h.term_output(&self.id, self.client, &self.buf));
-        self.buf.clear();
+            .and_then(|h| h.term_output(&self.id, self.client, data, &mut self.text));
+        self.filled = 0;
         self.paused = may_pause && backlog.is_some_and(|b| b > BACKLOG_PAUSE);
     }
 }

@@ -219,3 +219,36 @@ async fn a_later_child_inherits_no_terminal_descriptor() {
     let (_, code) = run_out(&mut conn, first.id.as_str()).await;
     assert_eq!(code, Value::Null);
 }
+
+/// The hand-built `term_output` text is what serde writes for the event, byte for byte, for
+/// empty, padded and full frames and for an id that needs escaping.
+#[test]
+fn output_frames_are_the_serde_text_of_the_event() {
+    let full: Vec<u8> = (0..jucode_protocol::daemon::terminals::TERM_OUTPUT_FRAME_BYTES)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let cases: [(&str, &[u8]); 5] = [
+        ("t-0123456789abcdef", b""),
+        ("t-0123456789abcdef", b"a"),
+        ("t-0123456789abcdef", b"\x1b[31mred\xe2\x9c"),
+        ("t-\"odd\\id\"\n", b"xy"),
+        ("t-0123456789abcdef", &full),
+    ];
+    for (term, data) in cases {
+        let want = serde_json::to_string(&jucode_protocol::daemon::Reply::to(
+            None,
+            DaemonEvent::TermOutput {
+                term: term.to_string(),
+                data: base64::engine::general_purpose::STANDARD.encode(data),
+            },
+        ))
+        .unwrap();
+        // A used buffer, as the pump passes it.
+        let mut text = String::from("left over");
+        assert_eq!(
+            &*super::output_frame(term, data, &mut text),
+            want.as_str(),
+            "{term:?}"
+        );
+    }
+}
