@@ -240,3 +240,78 @@ async fn the_users_own_state_changes_notify_nothing() -> Result<()> {
     assert_question(&push.delivered(1).await?, "First?");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_dispatch_notifies_its_plan_a_tasks_approval_and_its_end() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let env = TestHome::new_in(dir.path());
+    let cwd = env.project("app").display().to_string();
+    std::fs::create_dir_all(env.home().join("daemon"))?;
+    std::fs::write(
+        env.home().join("daemon/workspaces.json"),
+        json!({"rev":1,"workspaces":[{"id":"w1","name":"W","projects":[
+            {"id":"p1","name":"app","path":cwd}]}]})
+        .to_string(),
+    )?;
+    let (_fake, push, _relay, daemon, mut desk) = setup(&env, dir.path()).await?;
+    let mut phone = daemon.paired_device(&mut desk).await?;
+    let sub = push.subscription("phone")?;
+    phone
+        .request(json!({"op": "push_subscribe", "subscription": sub}))
+        .await?;
+
+    // The dispatcher (scripted by the fake model) plans one task that runs a command.
+    let plan = json!({"action":"plan","tasks":[
+        {"title":"list","project":"p1","text":"RUN: echo dispatched"}]});
+    let started = desk
+        .request(
+            json!({"op":"dispatch_send","text":format!("CALL dispatch {plan}"),
+            "plan":true,"approval_mode":"manual"}),
+        )
+        .await?;
+    let id = started["dispatch"]
+        .as_str()
+        .context("dispatch id")?
+        .to_string();
+    let got = push.delivered(1).await?;
+    assert_eq!(
+        got.payload["title"],
+        "Dispatch plan waiting: CALL dispatch {\"action\":\"plan\",\"tasks\":[…"
+    );
+    assert_eq!(got.payload["body"], "1. list");
+    assert_eq!(got.payload["tag"], format!("dispatch-{id}"));
+    assert_eq!(got.payload["session"], id.as_str());
+
+    // The user's go-ahead sends nothing; the task's approval does, about the task's session.
+    desk.request(json!({"op":"dispatch_confirm","dispatch":id,"approve":true}))
+        .await?;
+    let asked = desk.recv_until(|f| f["type"] == "approval_request").await?;
+    let session = asked["session"].as_str().context("session")?.to_string();
+    let got = push.delivered(2).await?;
+    assert_eq!(
+        got.payload["title"], "Approval needed: list",
+        "{}",
+        got.payload
+    );
+    assert_eq!(got.payload["tag"], format!("dispatch-{id}-1"));
+    assert_eq!(got.payload["session"], session.as_str());
+
+    // Allowed, the task ends and the dispatcher sums up: the last notification.
+    desk.send(
+        json!({"op":"approve","session":session,"call_id":asked["call_id"],
+        "decision":"allow"}),
+    )
+    .await?;
+    let got = push.delivered(3).await?;
+    assert!(
+        got.payload["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Dispatch done: ")),
+        "{}",
+        got.payload
+    );
+    assert_eq!(got.payload["tag"], format!("dispatch-{id}"));
+    assert_eq!(got.payload["url"], "/remote");
+    assert_eq!(push.received().len(), 3, "{:?}", push.received());
+    Ok(())
+}

@@ -449,8 +449,13 @@ pub(crate) fn notes(before: Option<&DispatchInfo>, after: &DispatchInfo) -> Vec<
     notes
 }
 
-/// A dispatch's text cut for a notification's title: its first line, at most 40 characters.
+/// A dispatch's text cut for a notification's title: its first line, at most 40 characters
+/// (and `…` when cut).
 fn tail_words(text: &str) -> String {
     let first = text.trim().lines().next().unwrap_or_default().trim();
-    first.chars().take(40).collect()
+    let mut cut: String = first.chars().take(40).collect();
+    if cut.len() < first.len() {
+        cut.push('…');
+    }
+    cut
 }
