@@ -107,6 +107,16 @@ async fn relay(frames: usize) -> Result<()> {
 }
 
 async fn cotal(samples: usize) -> Result<()> {
+    // A line that needs a peer says so and lets the others run: the bench installs nothing.
+    let broker = jucode_cotal::testkit::nats_server_bin();
+    if !broker.exists() {
+        println!();
+        println!(
+            "Cotal event plane and seat memory: skipped: {} is missing (run bash scripts/install-nats.sh)",
+            broker.display()
+        );
+        return Ok(());
+    }
     let nats = jucode_cotal::testkit::NatsServer::start()
         .await
         .context("starting nats-server (scripts/install-nats.sh installs it)")?;
@@ -118,7 +128,11 @@ async fn cotal(samples: usize) -> Result<()> {
     let seat_mem = super::seat::seat_rss(&nats.url)
         .await
         .context("the seat's RSS (release jucode-cotal-jcode with jucode-fake-jcode)")?;
-    let node_mem = super::seat::idle_node_rss().await?;
+    let node_mem = if super::seat::node_available() {
+        Some(super::seat::idle_node_rss().await?)
+    } else {
+        None
+    };
     println!();
     println!(
         "Cotal event plane: journal line written → AG-UI frame stored ({samples} samples, journal polled every 5 ms); reference: a bare JetStream publish of a frame, awaited"
@@ -142,6 +156,12 @@ async fn cotal(samples: usize) -> Result<()> {
         );
     }
     println!();
+    let Some(node_mem) = node_mem else {
+        println!(
+            "Cotal seat memory: skipped: no node to compare with (install Node.js 20 or later, or set JUCODE_NODE)"
+        );
+        return Ok(());
+    };
     println!(
         "Cotal seat memory: release jucode-cotal-jcode joined (driving jucode-fake-jcode, not counted) vs an idle node, after 2 s idle; ratio = seat / node"
     );

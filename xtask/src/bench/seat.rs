@@ -124,6 +124,16 @@ pub async fn seat_rss(nats_url: &str) -> Result<Rss> {
     Ok(rss)
 }
 
+/// Whether the reference `node` can be started: `JUCODE_NODE` names a file, or `node` is on
+/// `PATH`.
+pub fn node_available() -> bool {
+    match std::env::var_os("JUCODE_NODE") {
+        Some(node) => Path::new(&node).is_file(),
+        None => std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("node").is_file())),
+    }
+}
+
 /// An idle `node` (`JUCODE_NODE`, else `node` on PATH) after the same settle time.
 #[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 pub async fn idle_node_rss() -> Result<Rss> {
