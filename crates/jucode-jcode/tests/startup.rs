@@ -2,8 +2,8 @@
 //! the confirmed presence bind; the spawn `--prompt` after a no-reply notice;
 //! the startup turn held (not dropped) while a TUI turn is busy, for the whole
 //! deferral window, and while the bridge reconnects; a refused startup turn
-//! retried on the seat's clock; the two log lines about steering and native
-//! state. Time-driven rules run on a `ManualClock`.
+//! retried on the seat's clock; mail that arrives meanwhile kept for the
+//! following turn; the two log lines about steering and native state. Time-driven rules run on a `ManualClock`.
 //! Run: `cargo test -p jucode-jcode --test startup`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -135,6 +135,63 @@ async fn a_busy_tui_holds_the_startup_prompt_for_the_whole_deferral_window() {
     assert!(next_signal(&mut sig, &HarnessSignal::TurnEnded { ok: true }).await);
     let log = logs(&env.home("busy"));
     assert!(!log.contains("whole deferral window"), "{log}");
+    assert!(log.contains("startup turn done"), "{log}");
+    h.shutdown().await;
+}
+
+/// Mail that reaches the seat while its startup turn is still held (here by a busy TUI) is
+/// buffered: it is not folded into the startup turn and not sent before it, and it runs, once,
+/// in the turn that follows.
+#[tokio::test]
+async fn mail_arriving_while_the_startup_turn_is_held_runs_in_the_following_turn() {
+    const MAIL: &str = "DM from bob: are you there?";
+    let env = Env::new();
+    let clock = manual_clock();
+    let f = JcodeFactory {
+        clock: Some(clock.shared()),
+        ..env.factory()
+    };
+    let busy = env.ws.path().join("tui-busy");
+    let ctx = env.ctx(
+        "buffered",
+        &[("FAKE_JCODE_BUSY_IF", busy.to_str().unwrap())],
+        &[("COTAL_JCODE_PROMPT", PROMPT)],
+    );
+    let h = start(&f, ctx).await.unwrap();
+    std::fs::write(&busy, b"").unwrap();
+    h.joined();
+    wait_until("busy refusals", || env.sends(PROMPT) >= 2).await;
+    let mail = h.send_turn(MAIL);
+    let release = async {
+        // The mail waits behind the held startup turn while jcode keeps refusing it.
+        let n = env.sends(PROMPT);
+        wait_until("more refusals", || env.sends(PROMPT) >= n + 2).await;
+        assert_eq!(
+            env.sends(MAIL),
+            0,
+            "mail went out ahead of the startup turn"
+        );
+        std::fs::remove_file(&busy).unwrap();
+    };
+    let (sent, ()) = tokio::time::timeout(GUARD, async { tokio::join!(mail, release) })
+        .await
+        .expect("deadlock guard: the buffered mail");
+    sent.unwrap();
+    assert_eq!(env.sends(MAIL), 1);
+    let reqs: Vec<String> = env
+        .requests()
+        .iter()
+        .filter(|r| r["req"] == "send_message" && r["no_reply"] != true)
+        .map(|r| r["content"].as_str().unwrap_or("").to_string())
+        .collect();
+    let last_prompt = reqs.iter().rposition(|c| c.contains(PROMPT)).unwrap();
+    let first_mail = reqs.iter().position(|c| c.contains(MAIL)).unwrap();
+    assert!(last_prompt < first_mail, "{reqs:#?}");
+    assert!(
+        !reqs.iter().any(|c| c.contains(PROMPT) && c.contains(MAIL)),
+        "{reqs:#?}"
+    );
+    let log = logs(&env.home("buffered"));
     assert!(log.contains("startup turn done"), "{log}");
     h.shutdown().await;
 }
