@@ -106,11 +106,29 @@ impl JsonlLog {
     }
 
     fn write_durable(&mut self, bytes: &[u8]) -> Result<()> {
-        let res = self
-            .file
-            .write_all(bytes)
-            .and_then(|()| self.file.sync_data());
-        if let Err(source) = res {
+        let io = |source| StoreError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        let before = self.file.metadata().map_err(io)?.len();
+        if let Err(source) = self.file.write_all(bytes) {
+            // A write cut short (a full disk) may leave part of the line behind; the next
+            // append must not continue it. Cut the file back to where it was: then nothing of
+            // this record is on disk and the log stays usable, so writes work again once
+            // there is space. Only if that fails too is the log given up.
+            let undone = self
+                .file
+                .set_len(before)
+                .and_then(|()| self.file.sync_data());
+            if undone.is_err() {
+                self.poisoned = true;
+            }
+            return Err(StoreError::Io {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        if let Err(source) = self.file.sync_data() {
             // After a failed fsync the page cache may claim data the disk lacks,
             // and a retry could report success for it; so stop here for good.
             self.poisoned = true;
