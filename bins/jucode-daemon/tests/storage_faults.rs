@@ -11,73 +11,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{ErrorKind, Write as _};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
+use jucode_testsupport::full_disk::{fill, in_own_mount_namespace, mount_tmpfs};
 use jucode_testsupport::{Client, Daemon};
 use serde_json::{Value, json};
-
-const INNER: &str = "JUCODE_STORAGE_FAULTS_INNER";
-
-/// Runs test `name` of this binary again in a new user and mount namespace; true when it is
-/// that run.
-fn in_own_mount_namespace(name: &str) -> bool {
-    if std::env::var_os(INNER).is_some() {
-        return true;
-    }
-    let out = Command::new("unshare")
-        .args(["-r", "-m"])
-        .arg(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            name,
-            "--ignored",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(INNER, "1")
-        .output()
-        .expect("running unshare");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && text.contains("1 passed"),
-        "the run in its own mount namespace ({}):\n{text}",
-        out.status
-    );
-    false
-}
-
-fn mount_tmpfs(dir: &Path, size: &str) {
-    std::fs::create_dir_all(dir).unwrap();
-    let status = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-        .arg(dir)
-        .status()
-        .unwrap();
-    assert!(status.success(), "mount -t tmpfs: {status}");
-}
-
-/// Fills the file system holding `dir` until a write fails for lack of space.
-fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let chunk = vec![0u8; 4096];
-    loop {
-        match f.write(&chunk) {
-            Ok(0) => break,
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(28) || e.kind() == ErrorKind::StorageFull => break,
-            Err(e) => panic!("filling: {e}"),
-        }
-    }
-    path
-}
 
 async fn create(c: &mut Client, text: &str) -> Value {
     c.request(json!({"op": "requirement_create", "text": text}))

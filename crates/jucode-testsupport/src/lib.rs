@@ -34,6 +34,7 @@ pub mod fake_billing;
 pub mod fake_model;
 pub mod fake_push;
 pub mod fake_skills;
+pub mod full_disk;
 pub mod harness;
 mod home;
 mod process;
