@@ -15,12 +15,11 @@ import {
   gateStep,
   modeLabel,
   progressParts,
-  projectChoices,
   proposalText,
   requirementTitle,
   safeImageUrl,
 } from "./model";
-import { ErrorLine, StatusBadge, useOp } from "./ui";
+import { ErrorLine, ProjectSelect, StatusBadge, useOp } from "./ui";
 
 const lang = () => gateLang(navigator.languages?.length ? navigator.languages : [navigator.language ?? "en"]);
 
@@ -286,8 +285,6 @@ function Reply({ r }: { r: Json }) {
 
 /** Editing the words, the project and the state; deleting. */
 function Edit({ r, onDone }: { r: Json; onDone: () => void }) {
-  const workspaces = useStore((s) => s.workspaces);
-  const projects = projectChoices(workspaces);
   const [text, setText] = useState(String(r.text ?? ""));
   const [project, setProject] = useState(typeof r.project === "string" ? r.project : "");
   const [state, setState] = useState(String(r.state ?? "idea"));
@@ -312,17 +309,7 @@ function Edit({ r, onDone }: { r: Json; onDone: () => void }) {
       <label for="we-text">Words</label>
       <textarea id="we-text" rows={4} value={text} onInput={(e) => setText(e.currentTarget.value)} />
       <div class="wopts">
-        <label>
-          <span id="we-project">Project</span>
-          <select aria-labelledby="we-project" value={project} onChange={(e) => setProject(e.currentTarget.value)}>
-            <option value="">No project</option>
-            {projects.map((p) => (
-              <option key={p.id} value={p.id}>
-                {p.label}
-              </option>
-            ))}
-          </select>
-        </label>
+        <ProjectSelect id="we-project" value={project} onChange={setProject} />
         <label>
           <span id="we-state">State</span>
           <select aria-labelledby="we-state" value={state} onChange={(e) => setState(e.currentTarget.value)}>

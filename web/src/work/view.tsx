@@ -8,15 +8,13 @@ import { useStore, type Json } from "../core/store";
 import { AttachButtons, Tray, useAttachments } from "../uploads/tray";
 import { DispatchSection } from "./dispatch";
 import { projectChoices, requirementTitle, sortRequirements, waitsForUser } from "./model";
-import { ErrorLine, StatusBadge, useOp } from "./ui";
+import { ErrorLine, ProjectSelect, StatusBadge, useOp } from "./ui";
 import "./work.css";
 
 const MAX_IMAGES = 4;
 
 function NewRequirement({ onDone }: { onDone: () => void }) {
-  const workspaces = useStore((s) => s.workspaces);
   const access = useStore((s) => s.access);
-  const projects = projectChoices(workspaces);
   const [text, setText] = useState("");
   const [project, setProject] = useState("");
   const shots = useAttachments();
@@ -43,17 +41,7 @@ function NewRequirement({ onDone }: { onDone: () => void }) {
     >
       <label for="wr-text">What do you want done?</label>
       <textarea id="wr-text" rows={4} value={text} onInput={(e) => setText(e.currentTarget.value)} />
-      <label>
-        <span id="wr-project">Project</span>
-        <select aria-labelledby="wr-project" value={project} onChange={(e) => setProject(e.currentTarget.value)}>
-          <option value="">No project</option>
-          {projects.map((p) => (
-            <option key={p.id} value={p.id}>
-              {p.label}
-            </option>
-          ))}
-        </select>
-      </label>
+      <ProjectSelect id="wr-project" value={project} onChange={setProject} />
       <div class="wshots">
         <span class="muted">Screenshots (up to {MAX_IMAGES})</span>
         <AttachButtons onFiles={(files) => shots.add(files)} />
