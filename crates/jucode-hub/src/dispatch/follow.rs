@@ -35,6 +35,10 @@ impl Hub {
     }
 
     fn dispatcher_changed(self: &Arc<Self>, inner: &mut Inner, dispatch: &str, change: Change) {
+        let stopped = change.exited && inner.sessions.accepting();
+        if !(change.ended || stopped) {
+            return;
+        }
         let Some(mut s) = inner.dispatches.get(dispatch).cloned() else {
             return;
         };
@@ -44,10 +48,6 @@ impl Hub {
         // The dispatcher's own turns matter while it plans and while it sums up.
         let deciding = s.info.status == DispatchStatus::Planning
             || (s.info.status == DispatchStatus::Running && s.summarizing);
-        let stopped = change.exited && inner.sessions.accepting();
-        if !(change.ended || stopped) {
-            return;
-        }
         if !deciding {
             // Tasks may all have ended while it was in a turn (a note, say).
             if change.ended {
@@ -58,14 +58,9 @@ impl Hub {
         }
         if stopped && !change.ended || facts.failed {
             s.info.status = DispatchStatus::Failed;
-        } else if s.info.status == DispatchStatus::Planning {
-            // A turn that planned nothing: there was nothing to dispatch; its answer is
-            // the summary.
-            if s.info.summary.is_empty() {
-                s.info.summary = tail(&facts.last_reply.unwrap_or_default(), REPLY_CHARS);
-            }
-            s.info.status = DispatchStatus::Done;
         } else {
+            // Its summing-up turn ended, or a planning turn planned nothing (there was
+            // nothing to dispatch): either way its answer is the summary.
             if s.info.summary.is_empty() {
                 s.info.summary = tail(&facts.last_reply.unwrap_or_default(), REPLY_CHARS);
             }

@@ -338,7 +338,7 @@ pub(super) fn reply(
         Value::from(read_only(&engine).as_str()),
     );
     let created = Created {
-        client: cx.client,
+        client: Some(cx.client),
         id: cx.id.clone(),
         reply: |session| DaemonEvent::RequirementReplied { session },
     };

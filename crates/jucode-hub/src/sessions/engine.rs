@@ -359,9 +359,11 @@ impl Hub {
                     tracing::error!("{e}");
                     false
                 });
-                if let Some(c) = created {
+                if let Some(c) = created
+                    && let Some(client) = c.client
+                {
                     let reply = to_value(&Reply::to(c.id, (c.reply)(session.to_string())));
-                    inner.clients.send(c.client, &reply);
+                    inner.clients.send(client, &reply);
                 }
                 // Usage hook: the turn is in the ledger (fsynced) before clients see its key.
                 let event = match usage_of {
@@ -406,13 +408,15 @@ impl Hub {
                 s.busy = false;
                 s.watchers.clear();
                 self.deliveries_dropped(&mut inner, session);
-                if let Some(c) = created {
+                if let Some(c) = created
+                    && let Some(client) = c.client
+                {
                     let why = error.as_deref().unwrap_or("it stopped");
                     let reply = to_value(&Reply::error(
                         c.id,
                         format!("the session could not be opened: {why}"),
                     ));
-                    inner.clients.send(c.client, &reply);
+                    inner.clients.send(client, &reply);
                 }
                 if let Some(error) = &error {
                     tracing::warn!(session, "engine stopped: {error}");

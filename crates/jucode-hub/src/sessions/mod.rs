@@ -143,7 +143,8 @@ pub(crate) struct Session {
 
 /// Who asked for a new session and how they are answered once it has its id.
 pub(crate) struct Created {
-    pub(crate) client: ClientId,
+    /// Who gets the reply; `None` when nobody waits for it (the hub started the session).
+    pub(crate) client: Option<ClientId>,
     pub(crate) id: Option<Value>,
     /// The reply, given the session's id: `session_created`, or the op's own.
     pub(crate) reply: fn(String) -> DaemonEvent,
@@ -153,17 +154,16 @@ impl Created {
     /// A reply to `session_create`.
     pub(crate) fn session_create(client: ClientId, id: Option<Value>) -> Created {
         Created {
-            client,
+            client: Some(client),
             id,
             reply: |session| DaemonEvent::SessionCreated { session },
         }
     }
 
-    /// No client waits for the session (the hub starts it itself: a dispatch's task). The id
-    /// is one no connection is ever given, so the reply goes nowhere.
+    /// No client waits for the session (the hub starts it itself: a dispatch's task).
     pub(crate) fn nobody() -> Created {
         Created {
-            client: ClientId(u64::MAX),
+            client: None,
             id: None,
             reply: |session| DaemonEvent::SessionCreated { session },
         }

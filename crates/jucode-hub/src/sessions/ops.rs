@@ -167,9 +167,9 @@ impl Hub {
             if let Some(s) = inner.sessions.map.get_mut(&session) {
                 s.created = Some(created);
             }
-        } else {
+        } else if let Some(client) = created.client {
             let reply = crate::to_value(&Reply::to(created.id, (created.reply)(session.clone())));
-            inner.clients.send(created.client, &reply);
+            inner.clients.send(client, &reply);
         }
         inner.broadcast_sessions();
         Ok(session)
