@@ -522,18 +522,18 @@ async fn a_client_that_does_not_read_is_dropped_and_others_go_on() {
     let mut slow = daemon.client().await.unwrap();
     let mut a = daemon.client().await.unwrap();
     let session = create_session(&mut a, &project).await.unwrap();
-    // 60,000 frames do not fit in the slow client's queue plus the socket buffers.
-    let events = turn(&mut a, &session, "flood 60000").await.unwrap();
+    // 150,000 frames do not fit in the slow client's queue plus the socket buffers.
+    let events = turn(&mut a, &session, "flood 150000").await.unwrap();
     assert_eq!(
         events
             .iter()
             .filter(|e| e["type"] == "assistant_delta")
             .count(),
-        60000
+        150000
     );
     // The slow client finds its connection closed with 1008 after what was buffered.
     let mut outcome = String::new();
-    for _ in 0..70_000 {
+    for _ in 0..160_000 {
         match slow.recv().await {
             Ok(_) => continue,
             Err(e) => {

@@ -37,7 +37,10 @@ impl Event {
 
     /// The typed view, when the daemon knows this event.
     pub fn known(&self) -> Option<Known> {
-        serde_json::from_value(Value::Object(self.0.clone())).ok()
+        // Read in place: building a `Value` to read would copy the whole object first.
+        let fields = self.0.iter().map(|(k, v)| (k.as_str(), v));
+        let map = serde::de::value::MapDeserializer::<_, serde_json::Error>::new(fields);
+        Known::deserialize(map).ok()
     }
 
     /// The same event stamped with the session it belongs to, as clients receive it.

@@ -271,7 +271,9 @@ impl Hub {
         };
         match output {
             EngineOutput::Event(event) => {
-                let created = match event.kind() {
+                // Looked up once: every lookup hashes the key, and this runs for each delta.
+                let kind = event.kind().to_string();
+                let created = match kind.as_str() {
                     "startup" => s.created.take(),
                     _ => None,
                 };
@@ -281,9 +283,9 @@ impl Hub {
                 s.view.apply(&event);
                 let mut title = None;
                 // A turn began on this text: a delivery of it is now that turn (run limits).
-                let started = (event.kind() == "user_message")
+                let started = (kind.as_str() == "user_message")
                     .then(|| event.str("content").unwrap_or_default().to_string());
-                match event.kind() {
+                match kind.as_str() {
                     "user_message" => {
                         s.busy = true;
                         s.failed = false;
@@ -294,7 +296,7 @@ impl Hub {
                     }
                     "connecting" => s.busy = true,
                     "error" if s.busy => s.failed = true,
-                    _ if event.is_ready() => {
+                    "status" if event.str("message") == Some("ready") => {
                         s.busy = false;
                         s.updated_at = self.config.clock.now_ms();
                     }
@@ -302,7 +304,7 @@ impl Hub {
                 }
                 // A title the engine's title model chose replaces the first-message one; a
                 // title a client set is never replaced, so the engine's is not even shown.
-                if event.kind() == "session_title" {
+                if kind.as_str() == "session_title" {
                     if s.client_title.is_some() {
                         forward = false;
                     } else {
@@ -316,17 +318,17 @@ impl Hub {
                 let changed = was_busy != s.busy || title.is_some();
                 // What a linked requirement's status is derived from.
                 let for_requirements = was_busy != s.busy
-                    || matches!(event.kind(), "approval_request" | "error" | "tool_start");
+                    || matches!(kind.as_str(), "approval_request" | "error" | "tool_start");
                 // A finished turn's usage: the model it ran on, for the ledger's price.
                 let usage_of =
-                    (event.kind() == "usage").then(|| (s.engine.clone(), model_of(&s.view)));
+                    (kind.as_str() == "usage").then(|| (s.engine.clone(), model_of(&s.view)));
                 let agent_turn = was_busy != s.busy && s.agent.is_some();
                 // A turn that ended without an error answers a start gate's step.
                 let turn_ended = was_busy && !s.busy && !s.failed;
                 // What moves a dispatch's task or its dispatcher.
                 let for_dispatch = was_busy != s.busy
                     || matches!(
-                        event.kind(),
+                        kind.as_str(),
                         "approval_request" | "tool_start" | "tool_output" | "error"
                     );
                 let dispatch_change = crate::dispatch::Change {
@@ -350,7 +352,7 @@ impl Hub {
                         tracing::error!("{e}");
                     }
                 }
-                let actions_changed = match event.kind() {
+                let actions_changed = match kind.as_str() {
                     "action_deferred" => inner.actions.deferred(&event.0, session),
                     "action_decided" => inner.actions.decided_by_engine(&event.0),
                     _ => Ok(false),

@@ -58,6 +58,9 @@ impl View {
     /// Whether `event` is a `transcript` that says nothing the view (and so every snapshot
     /// sent since) does not already hold: forwarding it would only make clients redraw.
     pub(super) fn repeats(&self, event: &Event) -> bool {
+        if event.kind() != "transcript" {
+            return false;
+        }
         match event.known() {
             Some(Known::Transcript { items }) => {
                 self.dropped == 0 && !items.is_empty() && items == self.transcript
@@ -104,6 +107,21 @@ impl View {
         let kind = event.kind();
         if STATE_EVENTS.contains(&kind) || ENGINE_STATE_EVENTS.contains(&kind) {
             self.state.insert(kind.to_string(), event.clone());
+            return;
+        }
+        // The stream's bulk, read without the typed view: a turn is thousands of these.
+        if kind == "assistant_delta"
+            && let Some(delta) = event.str("delta")
+        {
+            match self.transcript.last_mut() {
+                Some(TranscriptItem::Assistant { content }) => {
+                    self.bytes += delta.len();
+                    content.push_str(delta);
+                }
+                _ => self.push(TranscriptItem::Assistant {
+                    content: delta.to_string(),
+                }),
+            }
             return;
         }
         match event.known() {
