@@ -6,6 +6,7 @@ mod conformance;
 mod daemon;
 mod extension;
 mod interop;
+mod load;
 mod schema;
 mod tidy;
 mod web;
@@ -24,6 +25,9 @@ commands:
                                      the release daemon against in-process references (LIST: comma-
                                      separated of fanout, coldstart, messages, paths, terminals,
                                      timers, usage, upload, page; default all)
+  load [--quick] [--no-build] [--clients N] [--rate R] [--seconds S] [--sessions M] [--stream-ms MS]
+                                     the release daemon under N clients x R ops/s while M sessions
+                                     stream, one client stalled; fails on any error, a slow close or RSS
   tidy [--fix]                       crate graph vs docs/ARCHITECTURE.md (--fix rewrites it), layering
                                      rules, unused dependencies, file sizes
   schema [--check]                   write docs/schema/*.json and the op index of docs/PROTOCOL.md
@@ -98,6 +102,37 @@ fn run() -> Result<bool> {
                 }
             }
             bench::run(options)
+        }
+        "load" => {
+            let mut options = load::Options {
+                quick: false,
+                build: true,
+                clients: None,
+                rate: None,
+                seconds: None,
+                sessions: None,
+                stream_ms: None,
+            };
+            let mut args = rest.iter();
+            while let Some(arg) = args.next() {
+                let mut value = |flag: &str| -> Result<String> {
+                    match args.next() {
+                        Some(v) => Ok(v.clone()),
+                        None => bail!("{flag} needs a value\n{USAGE}"),
+                    }
+                };
+                match arg.as_str() {
+                    "--quick" => options.quick = true,
+                    "--no-build" => options.build = false,
+                    "--clients" => options.clients = Some(value(arg)?.parse()?),
+                    "--rate" => options.rate = Some(value(arg)?.parse()?),
+                    "--seconds" => options.seconds = Some(value(arg)?.parse()?),
+                    "--sessions" => options.sessions = Some(value(arg)?.parse()?),
+                    "--stream-ms" => options.stream_ms = Some(value(arg)?.parse()?),
+                    other => bail!("unexpected argument {other}\n{USAGE}"),
+                }
+            }
+            load::run(options)
         }
         "ci" => {
             if let Some(extra) = rest.first() {

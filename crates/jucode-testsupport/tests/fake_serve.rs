@@ -567,3 +567,55 @@ async fn resume_replays_the_saved_transcript() -> Result<()> {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn stream_paces_stamped_deltas_and_serves_ops_meanwhile() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut fake = Fake::start(dir.path()).await?;
+    fake.send(user("stream 3 1")).await?;
+    fake.expect_turn_start("stream 3 1").await?;
+    fake.expect("assistant_start").await?;
+    let mut stamps = Vec::new();
+    for delta in fake
+        .expect_seq(&["assistant_delta", "assistant_delta", "assistant_delta"])
+        .await?
+    {
+        let text = delta["delta"].as_str().unwrap_or_default().to_string();
+        let stamp: u64 = text
+            .strip_prefix('t')
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("not a stamp: {text}"))?;
+        stamps.push(stamp);
+    }
+    assert!(stamps.windows(2).all(|w| w[0] <= w[1]), "{stamps:?}");
+    fake.expect_turn_end().await?;
+
+    // A long stream leaves the engine free: an op is answered before the stream ends, and an
+    // interrupt ends it.
+    fake.send(user("stream 100000 50")).await?;
+    fake.expect_turn_start("stream 100000 50").await?;
+    fake.expect("assistant_start").await?;
+    fake.send(json!({"op": "mcp_list"})).await?;
+    loop {
+        let event = fake.next().await?;
+        match event["type"].as_str() {
+            Some("assistant_delta") => continue,
+            Some("mcp_servers") => break,
+            _ => bail!("unexpected event during the stream: {event}"),
+        }
+    }
+    fake.send(json!({"op": "interrupt"})).await?;
+    loop {
+        let event = fake.next().await?;
+        if event["type"] == "assistant_delta" {
+            continue;
+        }
+        assert_eq!(event["message"], "request interrupted", "{event}");
+        break;
+    }
+    fake.expect_status("interrupted").await?;
+    fake.expect_status("ready").await?;
+    fake.send(json!({"op": "shutdown"})).await?;
+    assert_eq!(fake.finish().await?, Some(0));
+    Ok(())
+}

@@ -2,9 +2,10 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n>`, `flood-timed <n>`, `crash`, `replay <file>`, `tool <name> <json>` (an agent
-//! tool called through the daemon's MCP server, see `agent_tool`); anything else is echoed
-//! back.
+//! `flood <n>`, `flood-timed <n>`, `stream <n> <interval-ms>` (`n` stamped deltas, one every
+//! interval, as a model streams; other ops are served meanwhile), `crash`, `replay <file>`,
+//! `tool <name> <json>` (an agent tool called through the daemon's MCP server, see
+//! `agent_tool`); anything else is echoed back.
 //!
 //! `replay <file>` reads a JSONL file inside the session's directory and emits each line as an
 //! event, verbatim, so a test can play any sequence of real serve-protocol events (the remote
@@ -158,6 +159,13 @@ enum Turn {
         call_id: String,
         command: String,
     },
+    /// `stream <n> <ms>`: `left` deltas still to send, the next at `next` (monotonic).
+    Streaming {
+        left: usize,
+        sent: usize,
+        every: Duration,
+        next: Duration,
+    },
 }
 
 struct Message {
@@ -310,6 +318,7 @@ impl Engine {
     fn sleep_deadline(&self) -> Option<Duration> {
         match self.turn {
             Some(Turn::Sleeping { until, .. }) => Some(until),
+            Some(Turn::Streaming { next, .. }) => Some(next),
             _ => None,
         }
     }
@@ -474,6 +483,21 @@ impl Engine {
             }
             return self.finish(&format!("flooded {n}")).await;
         }
+        if let Some((n, ms)) = content.strip_prefix("stream ").and_then(|rest| {
+            let (n, ms) = rest.trim().split_once(' ')?;
+            Some((n.parse::<usize>().ok()?, ms.trim().parse::<u64>().ok()?))
+        }) {
+            // For the load test: a paced stream that leaves the engine free to serve ops
+            // between deltas, each delta stamped like flood-timed's.
+            self.emit(json!({"type": "assistant_start"})).await?;
+            self.turn = Some(Turn::Streaming {
+                left: n,
+                sent: 0,
+                every: Duration::from_millis(ms),
+                next: self.clock.elapsed(),
+            });
+            return Ok(());
+        }
         if let Some(file) = content.strip_prefix("replay ") {
             return self.replay(file.trim()).await;
         }
@@ -594,9 +618,34 @@ impl Engine {
         self.status("ready").await
     }
 
+    /// The turn's deadline passed: a sleep ends, a stream sends its next delta.
     async fn finish_sleep(&mut self) -> Result<()> {
-        if let Some(Turn::Sleeping { ms, .. }) = self.turn {
-            self.reply(&format!("slept {ms}")).await?;
+        match self.turn {
+            Some(Turn::Sleeping { ms, .. }) => self.reply(&format!("slept {ms}")).await?,
+            Some(Turn::Streaming {
+                left,
+                sent,
+                every,
+                next,
+            }) => {
+                if left == 0 {
+                    self.finish(&format!("streamed {sent}")).await?;
+                } else {
+                    let nanos = self.clock.now().as_nanosecond().max(0);
+                    self.emit(json!({"type": "assistant_delta", "delta": format!("t{nanos}")}))
+                        .await?;
+                    // Paced from the schedule, not from now, so a late wake does not slow
+                    // the stream; a wake far behind catches up one delta at a time.
+                    self.turn = Some(Turn::Streaming {
+                        left: left - 1,
+                        sent: sent + 1,
+                        every,
+                        next: next + every,
+                    });
+                    return Ok(());
+                }
+            }
+            _ => {}
         }
         self.drain_queue().await
     }
