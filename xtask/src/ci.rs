@@ -4,7 +4,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{bench, conformance, daemon, extension, load, tidy, web};
+use crate::{bench, conformance, daemon, extension, tidy, web};
 
 enum Check {
     Cargo(&'static [&'static str]),
@@ -16,7 +16,6 @@ enum Check {
     Examples,
     Conformance,
     BenchQuick,
-    LoadQuick,
 }
 
 const STEPS: &[(&str, Check)] = &[
@@ -77,7 +76,6 @@ const STEPS: &[(&str, Check)] = &[
         ]),
     ),
     ("cargo xtask bench --quick", Check::BenchQuick),
-    ("cargo xtask load --quick", Check::LoadQuick),
 ];
 
 pub fn run() -> Result<bool> {
@@ -164,16 +162,6 @@ fn run_check(check: &Check) -> Result<bool> {
             quick: true,
             build: true,
             only: None,
-        }),
-        // bench --quick just built the release binaries.
-        Check::LoadQuick => load::run(load::Options {
-            quick: true,
-            build: false,
-            clients: None,
-            rate: None,
-            seconds: None,
-            sessions: None,
-            stream_ms: None,
         }),
     }
 }
