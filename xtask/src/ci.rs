@@ -4,7 +4,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{bench, conformance, daemon, extension, tidy, web};
+use crate::{bench, conformance, daemon, extension, fuzz, tidy, web};
 
 enum Check {
     Cargo(&'static [&'static str]),
@@ -16,6 +16,7 @@ enum Check {
     Examples,
     Conformance,
     BenchQuick,
+    Fuzz,
 }
 
 const STEPS: &[(&str, Check)] = &[
@@ -76,6 +77,7 @@ const STEPS: &[(&str, Check)] = &[
         ]),
     ),
     ("cargo xtask bench --quick", Check::BenchQuick),
+    ("cargo xtask fuzz --seconds 10 (every target)", Check::Fuzz),
 ];
 
 pub fn run() -> Result<bool> {
@@ -162,6 +164,10 @@ fn run_check(check: &Check) -> Result<bool> {
             quick: true,
             build: true,
             only: None,
+        }),
+        Check::Fuzz => fuzz::run(fuzz::Options {
+            budget: fuzz::Budget::Seconds(10),
+            targets: Vec::new(),
         }),
     }
 }

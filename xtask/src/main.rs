@@ -5,6 +5,7 @@ mod ci;
 mod conformance;
 mod daemon;
 mod extension;
+mod fuzz;
 mod interop;
 mod load;
 mod schema;
@@ -42,7 +43,11 @@ commands:
                                      Chromium against the built daemon and relay
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      against a fake model server, through the adapters and through
-                                     the daemon (start gate, gateway, TUI hand-off)";
+                                     the daemon (start gate, gateway, TUI hand-off)
+  fuzz [--runs N | --seconds S] [TARGET...]
+                                     build the libFuzzer targets in fuzz/ and run each on its corpus
+                                     (default 1,000,000 runs each); fails on any crash (needs
+                                     cargo-fuzz)";
 
 fn main() -> ExitCode {
     match run() {
@@ -176,6 +181,7 @@ fn run() -> Result<bool> {
             }
             interop::run()
         }
+        "fuzz" => fuzz::run(fuzz::parse(rest)?),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(true)
