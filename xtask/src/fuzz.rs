@@ -107,6 +107,10 @@ fn dir_size(dir: &Path) -> (usize, u64) {
         .fold((0, 0), |(n, b), m| (n + 1, b + m.len()))
 }
 
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the report gives each run's real duration"
+)]
 pub fn run(options: Options) -> Result<bool> {
     let root = daemon::workspace_root()?;
     let fuzz = root.join("fuzz");
