@@ -4,7 +4,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{bench, conformance, daemon, extension, fuzz, tidy, web};
+use crate::{bench, conformance, crashloop, daemon, extension, fuzz, tidy, web};
 
 enum Check {
     Cargo(&'static [&'static str]),
@@ -15,6 +15,7 @@ enum Check {
     Browser,
     Examples,
     Conformance,
+    CrashloopQuick,
     BenchQuick,
     Fuzz,
 }
@@ -61,6 +62,10 @@ const STEPS: &[(&str, Check)] = &[
         Check::Examples,
     ),
     ("cargo xtask conformance --no-build", Check::Conformance),
+    (
+        "cargo xtask crashloop --quick --no-build (50 SIGKILLs, nothing acknowledged lost)",
+        Check::CrashloopQuick,
+    ),
     (
         "cargo deny check licenses bans sources",
         Check::Cargo(&["deny", "check", "licenses", "bans", "sources"]),
@@ -159,6 +164,11 @@ fn run_check(check: &Check) -> Result<bool> {
         Check::Conformance => conformance::run(conformance::Options {
             build: false,
             filter: None,
+        }),
+        Check::CrashloopQuick => crashloop::run(crashloop::Options {
+            kills: 50,
+            seed: None,
+            build: false,
         }),
         Check::BenchQuick => bench::run(bench::Options {
             quick: true,

@@ -3,6 +3,7 @@
 mod bench;
 mod ci;
 mod conformance;
+mod crashloop;
 mod daemon;
 mod extension;
 mod fuzz;
@@ -41,6 +42,9 @@ commands:
                                      from web/ (--check: fail if it differs from a fresh build)
   browser [--no-build] [FILTER]      the remote page: tsc, unit tests, then its scenarios in headless
                                      Chromium against the built daemon and relay
+  crashloop [--quick] [--kills N] [--seed S] [--no-build]
+                                     SIGKILL the daemon N times (default 1000, --quick 50) while a
+                                     client changes every kind of state; nothing acknowledged lost
   interop                            install the real Claude Code, Codex and ACP CLIs and drive them
                                      against a fake model server, through the adapters and through
                                      the daemon (start gate, gateway, TUI hand-off)
@@ -175,6 +179,7 @@ fn run() -> Result<bool> {
             let (build, filter) = build_and_filter(rest)?;
             web::browser(web::BrowserOptions { build, filter })
         }
+        "crashloop" => crashloop::run(crashloop::parse(rest)?),
         "interop" => {
             if let Some(extra) = rest.first() {
                 bail!("interop takes no arguments, got {extra}");

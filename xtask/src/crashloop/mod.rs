@@ -1,0 +1,410 @@
+//! `cargo xtask crashloop`: SIGKILL the real daemon at random moments while a client makes
+//! acknowledged changes to many kinds of state, and check after every restart that nothing
+//! acknowledged is lost, nothing deleted comes back and nothing is delivered twice.
+//!
+//! Each round starts the daemon (built-in engine on the fake model, so agents run `CALL`
+//! scripts), runs a seeded random mix of ops on one desktop connection, records each op
+//! whose acknowledgement arrived, and kills the daemon after a random delay (so kills land
+//! mid-write). The next start is checked against the record before its round runs.
+
+mod model;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use jucode_testsupport::fake_model::FakeModel;
+use jucode_testsupport::{Client, Daemon, TestHome, http};
+use serde_json::json;
+
+use model::{KINDS, Model, Session};
+
+pub struct Options {
+    pub kills: usize,
+    pub seed: Option<u64>,
+    pub build: bool,
+}
+
+/// `[--quick] [--kills N] [--seed S] [--no-build]`.
+pub fn parse(rest: &[String]) -> Result<Options> {
+    let mut options = Options {
+        kills: 1000,
+        seed: None,
+        build: true,
+    };
+    let mut args = rest.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => options.kills = 50,
+            "--no-build" => options.build = false,
+            "--kills" => {
+                options.kills = args
+                    .next()
+                    .context("--kills needs a number")?
+                    .parse()
+                    .context("--kills needs a number")?;
+            }
+            "--seed" => {
+                options.seed = Some(
+                    args.next()
+                        .context("--seed needs a number")?
+                        .parse()
+                        .context("--seed needs a number")?,
+                );
+            }
+            other => bail!("unexpected argument {other}"),
+        }
+    }
+    Ok(options)
+}
+
+/// xorshift64*: small, seeded, replayable.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+pub fn run(options: Options) -> Result<bool> {
+    let runtime = tokio::runtime::Runtime::new().context("starting tokio")?;
+    runtime.block_on(async {
+        if options.build {
+            crate::daemon::build(false).await?;
+        }
+        run_loop(options).await
+    })
+}
+
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the run's wall time is reported, and kills are timed in real time"
+)]
+async fn run_loop(options: Options) -> Result<bool> {
+    let seed = options.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1
+    });
+    println!(
+        "crashloop: seed {seed} ({} kills; replay with --seed {seed})",
+        options.kills
+    );
+    let begun = Instant::now();
+    let env = TestHome::new();
+    let fake = FakeModel::start().await?;
+    for id in ["a", "b"] {
+        env.agent(id, &json!({"name": id, "cwd": env.project(id)}));
+    }
+    let projects: Vec<String> = (0..4)
+        .map(|i| env.project(&format!("p{i}")).display().to_string())
+        .collect();
+    let config = fake.config("chat");
+    let model = Arc::new(Mutex::new(Model::default()));
+    let mut rng = Rng(seed);
+    let mut problems: Vec<String> = Vec::new();
+    for round in 0..options.kills {
+        let mut daemon = Daemon::start_builtin(&env.home(), &config).await?;
+        let desk = daemon.client().await?;
+        if round > 0 {
+            let found = verify(&model, &env, &fake, &daemon, &desk, &mut rng).await?;
+            for p in found {
+                problems.push(format!("round {round}: {p}"));
+            }
+        }
+        let driver = tokio::spawn(drive(
+            desk,
+            daemon.addr,
+            Rng(rng.next() | 1),
+            model.clone(),
+            projects.clone(),
+            round,
+        ));
+        let alive = Duration::from_millis(5 + rng.below(250));
+        tokio::time::sleep(alive).await;
+        daemon.kill9_and_wait().await?;
+        let _ = driver.await;
+        if (round + 1) % 50 == 0 {
+            println!(
+                "crashloop: {} kills, {:.0?}, {} problems",
+                round + 1,
+                begun.elapsed(),
+                problems.len()
+            );
+        }
+    }
+    // A last clean start: every acknowledged message and timer is delivered, each once.
+    let mut daemon = Daemon::start_builtin(&env.home(), &config).await?;
+    let desk = daemon.client().await?;
+    problems.extend(verify(&model, &env, &fake, &daemon, &desk, &mut rng).await?);
+    // No client reads during the drain: one that stops to reread the conversations falls
+    // behind the backlog's frames and is dropped as too slow. Done when nothing is waiting;
+    // failed when a minute passes with no new delivery.
+    drop(desk);
+    let drain = async {
+        let mut fewest = usize::MAX;
+        let mut progress = Instant::now();
+        loop {
+            let waiting = waiting_deliveries(&model, &env, &fake)?;
+            if waiting.is_empty() {
+                return anyhow::Ok(());
+            }
+            if waiting.len() < fewest {
+                fewest = waiting.len();
+                progress = Instant::now();
+            } else if progress.elapsed() > Duration::from_secs(60) {
+                anyhow::bail!("never delivered: {waiting:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    };
+    if let Err(e) = drain.await {
+        problems.push(format!("{e:#}"));
+    }
+    daemon.stop().await?;
+    if let Err(e) = waiting_deliveries(&model, &env, &fake) {
+        problems.push(format!("{e:#}"));
+    }
+    let tools = model::tool_acks(&fake.requests());
+    let m = lock(&model);
+    println!(
+        "crashloop: {} kills in {:.1?}, seed {seed}",
+        options.kills,
+        begun.elapsed()
+    );
+    println!("  {:<18} acknowledged", "kind");
+    for kind in KINDS {
+        println!("  {kind:<18} {}", m.acked.get(kind).copied().unwrap_or(0));
+    }
+    println!("  {:<18} {}", "agent→agent (tool)", tools.0.len());
+    println!("  {:<18} {}", "timer set (tool)", tools.1.len());
+    let unused: Vec<&&str> = KINDS
+        .iter()
+        .filter(|k| !m.acked.contains_key(**k))
+        .collect();
+    if !unused.is_empty() {
+        problems.push(format!("kinds never acknowledged: {unused:?}"));
+    }
+    if problems.is_empty() {
+        println!("crashloop: nothing lost, nothing duplicated");
+        Ok(true)
+    } else {
+        for p in problems.iter().take(50) {
+            println!("crashloop: PROBLEM {p}");
+        }
+        println!(
+            "crashloop: FAILED with {} problems (seed {seed})",
+            problems.len()
+        );
+        Ok(false)
+    }
+}
+
+fn lock(model: &Arc<Mutex<Model>>) -> std::sync::MutexGuard<'_, Model> {
+    model.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn waiting_deliveries(
+    model: &Arc<Mutex<Model>>,
+    env: &TestHome,
+    fake: &FakeModel,
+) -> Result<Vec<String>> {
+    let held = env.saved_user_messages()?;
+    let tools = model::tool_acks(&fake.requests());
+    model::check_deliveries(&lock(model), &held, &tools)
+}
+
+/// The checks of a fresh start: the connect batch against the model, deliveries at most
+/// once, and a few paired devices' tokens still let them in.
+async fn verify(
+    model: &Arc<Mutex<Model>>,
+    env: &TestHome,
+    fake: &FakeModel,
+    daemon: &Daemon,
+    desk: &Client,
+    rng: &mut Rng,
+) -> Result<Vec<String>> {
+    let mut problems = model::check_batch(&lock(model), &desk.connect_batch)?;
+    if let Err(e) = waiting_deliveries(model, env, fake) {
+        problems.push(format!("{e:#}"));
+    }
+    let tokens: Vec<String> = {
+        let m = lock(model);
+        let n = m.device_tokens.len() as u64;
+        (0..n.min(2))
+            .map(|_| m.device_tokens[rng.below(n) as usize].clone())
+            .collect()
+    };
+    for token in tokens {
+        if let Err(e) = Client::connect_and_greet(&daemon.url(&token)).await {
+            problems.push(format!("a paired device is refused: {e:#}"));
+        }
+    }
+    Ok(problems)
+}
+
+/// One round's client: random ops until the connection dies with the daemon.
+async fn drive(
+    mut c: Client,
+    addr: std::net::SocketAddr,
+    mut rng: Rng,
+    model: Arc<Mutex<Model>>,
+    projects: Vec<String>,
+    round: usize,
+) -> Result<()> {
+    for i in 0.. {
+        let tag = format!("r{round}-{i}");
+        let kind = KINDS[rng.below(KINDS.len() as u64) as usize];
+        match kind {
+            "session_create" => {
+                let cwd = &projects[rng.below(projects.len() as u64) as usize];
+                let r = c.request(json!({"op":"session_create","cwd":cwd})).await?;
+                if r["type"] == "session_created"
+                    && let Some(id) = r["session"].as_str()
+                {
+                    let mut m = lock(&model);
+                    m.sessions.insert(id.to_string(), Session::default());
+                    m.ack(kind);
+                }
+            }
+            "session_rename" | "session_close" => {
+                let target = {
+                    let m = lock(&model);
+                    let open: Vec<&String> = m
+                        .sessions
+                        .iter()
+                        .filter(|(_, s)| !s.closed)
+                        .map(|(id, _)| id)
+                        .collect();
+                    if open.is_empty() {
+                        continue;
+                    }
+                    open[rng.below(open.len() as u64) as usize].clone()
+                };
+                if kind == "session_rename" {
+                    if let Some(s) = lock(&model).sessions.get_mut(&target) {
+                        s.unsure_titles.push(tag.clone());
+                    }
+                    c.send(json!({"op":"session_meta","session":target,"title":tag}))
+                        .await?;
+                } else {
+                    c.send(json!({"op":"session_close","session":target}))
+                        .await?;
+                }
+                // Ops of one connection are handled in order: the pong acknowledges it.
+                let pong = c.request(json!({"op":"ping"})).await?;
+                if pong["type"] == "pong" {
+                    let mut m = lock(&model);
+                    if let Some(s) = m.sessions.get_mut(&target) {
+                        if kind == "session_rename" {
+                            s.title = Some(tag);
+                            s.unsure_titles.clear();
+                        } else {
+                            s.closed = true;
+                        }
+                    }
+                    m.ack(kind);
+                }
+            }
+            "workspace" => {
+                let path = &projects[rng.below(projects.len() as u64) as usize];
+                let r = c.request(json!({"op":"project_add","path":path})).await?;
+                if r["type"] == "workspaces" {
+                    let mut m = lock(&model);
+                    m.projects.insert(path.clone());
+                    m.ack(kind);
+                }
+            }
+            "requirement" => {
+                let r = c
+                    .request(json!({"op":"requirement_create","text":tag}))
+                    .await?;
+                if r["type"] == "requirement_created"
+                    && let Some(id) = r["requirement"].as_str()
+                {
+                    let mut m = lock(&model);
+                    m.requirements.insert(id.to_string(), tag);
+                    m.ack(kind);
+                }
+            }
+            "schedule_save" => {
+                // Once a year: saved and listed, never due within the run.
+                let r = c
+                    .request(
+                        json!({"op":"schedule_save","schedule":{"agent":"b","name":tag,
+                        "prompt":"tick","repeat":"cron","cron":"0 0 1 1 *","new_session":false}}),
+                    )
+                    .await?;
+                if r["type"] == "schedule_saved"
+                    && let Some(id) = r["schedule"]["id"].as_str()
+                {
+                    let mut m = lock(&model);
+                    m.schedules.insert(format!("{id} {tag}"));
+                    m.ack(kind);
+                }
+            }
+            "schedule_delete" => {
+                let Some(entry) = ({
+                    let m = lock(&model);
+                    let all: Vec<&String> = m.schedules.iter().collect();
+                    (!all.is_empty()).then(|| all[rng.below(all.len() as u64) as usize].clone())
+                }) else {
+                    continue;
+                };
+                let (id, _) = entry.split_once(' ').unwrap_or((&entry, ""));
+                // Until the reply, the task may be deleted or not: checked neither way.
+                lock(&model).schedules.remove(&entry);
+                let r = c
+                    .request(json!({"op":"schedule_delete","schedule":id}))
+                    .await?;
+                if r["type"] == "schedule_deleted" {
+                    let mut m = lock(&model);
+                    m.deleted_schedules.insert(entry);
+                    m.ack(kind);
+                }
+            }
+            "device_pair" => {
+                let code = c.request(json!({"op":"pair_start"})).await?;
+                let body = json!({"code": code["code"], "name": tag}).to_string();
+                let r = http(addr, "POST", "/api/pair", Some(body.as_bytes())).await?;
+                if r.status == 200
+                    && let Some(token) = r.json()?["token"].as_str()
+                {
+                    let mut m = lock(&model);
+                    m.device_tokens.push(token.to_string());
+                    m.ack(kind);
+                }
+            }
+            "agent_message" | "agent_timer" => {
+                // Few of these: each is a model turn of agent `a`.
+                if rng.below(3) != 0 {
+                    continue;
+                }
+                let body = if kind == "agent_message" {
+                    format!(r#"CALL message_agent {{"agent":"b","body":"relay-{tag}"}}"#)
+                } else {
+                    format!(r#"CALL timer {{"action":"set","in_seconds":1,"body":"wake-{tag}"}}"#)
+                };
+                let r = c
+                    .request(json!({"op":"message_send","agent":"a","body":body}))
+                    .await?;
+                if r["type"] == "message_accepted" {
+                    let mut m = lock(&model);
+                    m.messages.insert(body);
+                    m.ack(kind);
+                }
+            }
+            other => bail!("no driver for {other}"),
+        }
+    }
+    Ok(())
+}
