@@ -227,6 +227,8 @@ fn jitter() -> Duration {
 /// What the socket writer is asked to do.
 enum Out {
     Frame(Frame),
+    /// A frame already encoded (a data frame sealed behind its header, so not copied again).
+    Encoded(Vec<u8>),
     /// A ping was read: get its queued pong onto the wire now.
     Flush,
 }
@@ -307,6 +309,7 @@ async fn serve(
                         None => None,
                         Some(Out::Flush) => Some(sink.flush().await),
                         Some(Out::Frame(f)) => Some(sink.send(Message::binary(f.encode())).await),
+                        Some(Out::Encoded(bytes)) => Some(sink.send(Message::binary(bytes)).await),
                     },
                     _ = ping.tick() => Some(sink.send(Message::Ping(Vec::new().into())).await),
                 }
@@ -429,11 +432,9 @@ impl StreamTask {
         self.limiter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn send(&self, payload: Vec<u8>) -> bool {
-        self.out
-            .send(Out::Frame(Frame::Data(self.id, payload)))
-            .await
-            .is_ok()
+    /// Sends one encoded data frame of this stream.
+    async fn send(&self, frame: Vec<u8>) -> bool {
+        self.out.send(Out::Encoded(frame)).await.is_ok()
     }
 
     /// Tells the relay to close this stream; bounded, since a stalled link ends by itself.
@@ -505,7 +506,7 @@ impl StreamTask {
         let mut msg2 = vec![0u8; body.len() + 128];
         let n = hs.write_message(body.as_bytes(), &mut msg2).ok()?;
         msg2.truncate(n);
-        if !self.send(msg2).await {
+        if !self.send(Frame::encode_data(self.id, &msg2)).await {
             return None;
         }
         let (device, _) = decision.ok()?;
@@ -544,7 +545,8 @@ impl StreamTask {
                 }
                 frame = frames.recv() => {
                     let Some(Outgoing::Frame(text)) = frame else { break };
-                    let Ok(messages) = channel.seal(text.as_bytes()) else { break };
+                    let header = Frame::data_header(self.id);
+                    let Ok(messages) = channel.seal_framed(text.as_bytes(), &header) else { break };
                     let send_all = async {
                         for m in messages {
                             if !self.send(m).await {

@@ -3,7 +3,9 @@
 //!
 //! [`run`] connects a throwaway echo host (fresh keys in memory, accepting any device) to the
 //! relay, opens `streams` phone streams to it and has each send `frames` frames of
-//! `frame_bytes`, waiting for each echo. Every byte crosses the relay twice, each way sealed
+//! `frame_bytes` with up to [`WINDOW`] of them in flight (the protocol never waits for the peer,
+//! so one frame at a time would measure the round trip, not the stream); the round trips are a
+//! separate run with one frame in flight. Every byte crosses the relay twice, each way sealed
 //! and chunked exactly as daemon frames are. `jucode-relay-server`'s `relay_bench` example runs
 //! it against an in-process relay for 1 and 32 streams.
 
@@ -14,11 +16,11 @@ use std::time::{Duration, Instant};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use crate::client::{ClientError, DeviceKeys, Phone};
 use crate::connect::{ConnectError, authenticate, open_socket};
-use crate::frame::Frame;
+use crate::frame::{Frame, FrameRef, PAYLOAD_AT};
 use crate::identity::{Identity, IdentityError};
 use crate::noise::{self, Channel, NoiseError};
 
@@ -30,6 +32,9 @@ pub struct BenchReport {
     pub frames_per_stream: usize,
     /// Payload bytes per second through the relay, both directions counted.
     pub relay_bytes_per_sec: f64,
+    /// The same with one frame in flight per stream (the round-trip run): what per-frame
+    /// latency costs.
+    pub serial_bytes_per_sec: f64,
     /// Median and 99th percentile round trip of one frame.
     pub rtt_p50: Duration,
     pub rtt_p99: Duration,
@@ -42,11 +47,12 @@ impl std::fmt::Display for BenchReport {
         let mib = |b: f64| b / (1024.0 * 1024.0);
         write!(
             f,
-            "{} stream(s), {} x {} B: relay {:.1} MiB/s (rtt p50 {:?}, p99 {:?}); raw ChaCha20-Poly1305 {:.1} MiB/s; ratio {:.3}",
+            "{} stream(s), {} x {} B: relay {:.1} MiB/s ({:.1} one frame in flight; rtt p50 {:?}, p99 {:?}); raw ChaCha20-Poly1305 {:.1} MiB/s; ratio {:.3}",
             self.streams,
             self.frames_per_stream,
             self.frame_bytes,
             mib(self.relay_bytes_per_sec),
+            mib(self.serial_bytes_per_sec),
             self.rtt_p50,
             self.rtt_p99,
             mib(self.raw_bytes_per_sec),
@@ -91,7 +97,7 @@ pub async fn run(
     )
     .await;
     echo.abort();
-    let (relay_bytes_per_sec, mut rtts) = result?;
+    let (relay_bytes_per_sec, serial_bytes_per_sec, mut rtts) = result?;
     rtts.sort();
     let pick = |q: f64| {
         rtts.get(((rtts.len() as f64 - 1.0) * q).round() as usize)
@@ -103,6 +109,7 @@ pub async fn run(
         frame_bytes,
         frames_per_stream,
         relay_bytes_per_sec,
+        serial_bytes_per_sec,
         rtt_p50: pick(0.5),
         rtt_p99: pick(0.99),
         raw_bytes_per_sec: raw(streams * frames_per_stream, frame_bytes)?,
@@ -122,7 +129,7 @@ async fn measure(
     streams: usize,
     frame_bytes: usize,
     frames: usize,
-) -> Result<(f64, Vec<Duration>), BenchError> {
+) -> Result<(f64, f64, Vec<Duration>), BenchError> {
     // The echo host needs a moment to authenticate: retry the first stream until it is there.
     let keys = DeviceKeys::generate()?;
     let mut phones = Vec::with_capacity(streams);
@@ -140,35 +147,67 @@ async fn measure(
         phones.push(Phone::open(relay_url, host, host_static, &keys, "bench", None).await?);
     }
     let text = payload(frame_bytes);
+    // Round trips first, one frame in flight (a latency, so the throughput run's queueing is
+    // not in it), then the throughput run with a small window of frames in flight.
+    let rtt_frames = (frames / 4).max(1);
     let start = Instant::now();
     let runs = phones.into_iter().map(|mut p| {
         let text = text.clone();
         tokio::spawn(async move {
-            let mut rtts = Vec::with_capacity(frames);
-            for _ in 0..frames {
+            let mut rtts = Vec::with_capacity(rtt_frames);
+            for _ in 0..rtt_frames {
                 let t = Instant::now();
                 p.send_text(&text).await?;
-                let back = p.recv().await?;
-                if back.as_str().map(str::len) != Some(text.len() - 2) {
-                    return Err(BenchError::Mismatch);
-                }
+                check(&p.recv_bytes().await?, &text)?;
                 rtts.push(t.elapsed());
             }
-            p.close().await;
-            Ok(rtts)
+            Ok::<_, BenchError>((p, rtts))
         })
     });
     let mut rtts = Vec::new();
+    let mut phones = Vec::with_capacity(streams);
     for r in futures_util::future::join_all(runs).await {
-        match r {
-            Ok(Ok(mut v)) => rtts.append(&mut v),
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(BenchError::Mismatch),
-        }
+        let (p, mut v) = r.map_err(|_| BenchError::Mismatch)??;
+        rtts.append(&mut v);
+        phones.push(p);
+    }
+    let rtt_secs = start.elapsed().as_secs_f64().max(1e-9);
+    let serial = (2 * streams * rtt_frames * text.len()) as f64 / rtt_secs;
+    let start = Instant::now();
+    let runs = phones.into_iter().map(|mut p| {
+        let text = text.clone();
+        tokio::spawn(async move {
+            let (mut sent, mut back) = (0, 0);
+            while back < frames {
+                // The protocol has no acknowledgements: a sender never waits for the peer.
+                while sent < frames && sent - back < WINDOW {
+                    p.send_text(&text).await?;
+                    sent += 1;
+                }
+                check(&p.recv_bytes().await?, &text)?;
+                back += 1;
+            }
+            p.close().await;
+            Ok::<_, BenchError>(())
+        })
+    });
+    for r in futures_util::future::join_all(runs).await {
+        r.map_err(|_| BenchError::Mismatch)??;
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     let bytes = (2 * streams * frames * text.len()) as f64;
-    Ok((bytes / secs, rtts))
+    Ok((bytes / secs, serial, rtts))
+}
+
+/// Frames one stream keeps in flight in the throughput run: enough to keep every hop busy
+/// (phone, relay, echo host), few enough that no socket buffer fills.
+const WINDOW: usize = 4;
+
+fn check(back: &[u8], text: &str) -> Result<(), BenchError> {
+    if back.len() != text.len() {
+        return Err(BenchError::Mismatch);
+    }
+    Ok(())
 }
 
 /// The same bytes sealed and opened in memory, both directions, as the relay run does.
@@ -215,31 +254,32 @@ async fn echo_host(relay_url: String, identity: Arc<Identity>) -> Result<(), Ben
     let mut ws = open_socket(&url, crate::limits::MAX_MESSAGE + 64).await?;
     authenticate(&mut ws, &identity, "bench").await?;
     let (mut sink, mut source) = ws.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Frame>(1024);
+    // Encoded host-link frames: data frames are sealed straight behind their header.
+    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(1024);
     let writer = tokio::spawn(async move {
         while let Some(f) = out_rx.recv().await {
-            if sink.send(Message::binary(f.encode())).await.is_err() {
+            if sink.send(Message::binary(f)).await.is_err() {
                 break;
             }
         }
     });
-    let mut streams: HashMap<u32, mpsc::Sender<Vec<u8>>> = HashMap::new();
+    let mut streams: HashMap<u32, mpsc::Sender<Bytes>> = HashMap::new();
     while let Some(Ok(msg)) = source.next().await {
         let Message::Binary(bytes) = msg else {
             continue;
         };
-        match Frame::decode(&bytes) {
-            Ok(Frame::Open(id)) => {
+        match Frame::decode_ref(&bytes) {
+            Ok(FrameRef::Open(id)) => {
                 let (tx, rx) = mpsc::channel(512);
                 streams.insert(id, tx);
                 tokio::spawn(echo_stream(id, identity.clone(), rx, out_tx.clone()));
             }
-            Ok(Frame::Data(id, data)) => {
+            Ok(FrameRef::Data(id, _)) => {
                 if let Some(tx) = streams.get(&id) {
-                    let _ = tx.send(data).await;
+                    let _ = tx.send(bytes.slice(PAYLOAD_AT..)).await;
                 }
             }
-            Ok(Frame::Close(id)) => {
+            Ok(FrameRef::Close(id)) => {
                 streams.remove(&id);
             }
             Err(_) => {}
@@ -252,8 +292,8 @@ async fn echo_host(relay_url: String, identity: Arc<Identity>) -> Result<(), Ben
 async fn echo_stream(
     id: u32,
     identity: Arc<Identity>,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    out: mpsc::Sender<Frame>,
+    mut rx: mpsc::Receiver<Bytes>,
+    out: mpsc::Sender<Vec<u8>>,
 ) -> Result<(), BenchError> {
     let Some(msg1) = rx.recv().await else {
         return Ok(());
@@ -268,12 +308,12 @@ async fn echo_stream(
         .write_message(body.as_bytes(), &mut msg2)
         .map_err(NoiseError::from)?;
     msg2.truncate(n);
-    let _ = out.send(Frame::Data(id, msg2)).await;
+    let _ = out.send(Frame::encode_data(id, &msg2)).await;
     let mut channel = Channel::new(hs.into_transport_mode().map_err(NoiseError::from)?);
     while let Some(m) = rx.recv().await {
         if let Some(frame) = channel.open(&m)? {
-            for sealed in channel.seal(&frame)? {
-                let _ = out.send(Frame::Data(id, sealed)).await;
+            for sealed in channel.seal_framed(&frame, &Frame::data_header(id))? {
+                let _ = out.send(sealed).await;
             }
         }
     }

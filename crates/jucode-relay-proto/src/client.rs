@@ -198,11 +198,16 @@ impl Phone {
 
     /// The next daemon frame as JSON.
     pub async fn recv(&mut self) -> Result<Value, ClientError> {
+        let frame = self.recv_bytes().await?;
+        serde_json::from_slice(&frame).map_err(|e| ClientError::Protocol(format!("frame: {e}")))
+    }
+
+    /// The next daemon frame's bytes, reassembled and decrypted but not parsed.
+    pub async fn recv_bytes(&mut self) -> Result<Vec<u8>, ClientError> {
         loop {
             let msg = next_binary(&mut self.ws).await?;
             if let Some(frame) = self.channel.open(&msg)? {
-                return serde_json::from_slice(&frame)
-                    .map_err(|e| ClientError::Protocol(format!("frame: {e}")));
+                return Ok(frame);
             }
         }
     }
@@ -242,7 +247,8 @@ pub async fn next_binary(ws: &mut ClientWs) -> Result<Vec<u8>, ClientError> {
                 return Err(ClientError::Closed(1006, String::new()));
             }
             Some(Err(e)) => return Err(e.into()),
-            Some(Ok(Message::Binary(b))) => return Ok(b.to_vec()),
+            // No copy when the buffer is not shared (it never is here).
+            Some(Ok(Message::Binary(b))) => return Ok(b.into()),
             Some(Ok(Message::Close(frame))) => {
                 let (code, reason) = frame
                     .map(|f| (u16::from(f.code), f.reason.to_string()))

@@ -17,6 +17,18 @@ pub enum Frame {
     Close(u32),
 }
 
+/// A frame read in place: the data payload borrows the wire bytes, so a relay can forward it
+/// without copying (it starts at [`PAYLOAD_AT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameRef<'a> {
+    Open(u32),
+    Data(u32, &'a [u8]),
+    Close(u32),
+}
+
+/// Where a data frame's payload starts.
+pub const PAYLOAD_AT: usize = 5;
+
 /// Why bytes are not a frame.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
@@ -44,25 +56,40 @@ impl Frame {
 
     /// The wire bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let (kind, stream, payload): (u8, u32, &[u8]) = match self {
-            Frame::Open(s) => (OPEN, *s, &[]),
-            Frame::Data(s, p) => (DATA, *s, p),
-            Frame::Close(s) => (CLOSE, *s, &[]),
-        };
-        let mut out = Vec::with_capacity(5 + payload.len());
-        out.push(kind);
-        out.extend_from_slice(&stream.to_be_bytes());
-        out.extend_from_slice(payload);
-        out
+        match self {
+            Frame::Open(s) => encode_parts(OPEN, *s, &[]),
+            Frame::Data(s, p) => encode_parts(DATA, *s, p),
+            Frame::Close(s) => encode_parts(CLOSE, *s, &[]),
+        }
+    }
+
+    /// The header of a data frame on `stream`: a payload appended to it makes the frame.
+    pub fn data_header(stream: u32) -> [u8; PAYLOAD_AT] {
+        let id = stream.to_be_bytes();
+        [DATA, id[0], id[1], id[2], id[3]]
+    }
+
+    /// The wire bytes of a data frame, straight from a borrowed payload (one copy).
+    pub fn encode_data(stream: u32, payload: &[u8]) -> Vec<u8> {
+        encode_parts(DATA, stream, payload)
     }
 
     /// Reads a frame; rejects short frames, unknown kinds, stream 0 and payloads on open/close.
     pub fn decode(bytes: &[u8]) -> Result<Frame, FrameError> {
-        let (Some(&kind), Some(id)) = (bytes.first(), bytes.get(1..5)) else {
+        Ok(match Frame::decode_ref(bytes)? {
+            FrameRef::Open(s) => Frame::Open(s),
+            FrameRef::Data(s, p) => Frame::Data(s, p.to_vec()),
+            FrameRef::Close(s) => Frame::Close(s),
+        })
+    }
+
+    /// [`Frame::decode`] without copying the payload.
+    pub fn decode_ref(bytes: &[u8]) -> Result<FrameRef<'_>, FrameError> {
+        let (Some(&kind), Some(id)) = (bytes.first(), bytes.get(1..PAYLOAD_AT)) else {
             return Err(FrameError::Short(bytes.len()));
         };
         let stream = u32::from_be_bytes([id[0], id[1], id[2], id[3]]);
-        let payload = &bytes[5..];
+        let payload = &bytes[PAYLOAD_AT..];
         if !(OPEN..=CLOSE).contains(&kind) {
             return Err(FrameError::Kind(kind));
         }
@@ -70,13 +97,21 @@ impl Frame {
             return Err(FrameError::ZeroStream);
         }
         match kind {
-            OPEN if payload.is_empty() => Ok(Frame::Open(stream)),
+            OPEN if payload.is_empty() => Ok(FrameRef::Open(stream)),
             OPEN => Err(FrameError::Payload("open")),
-            DATA => Ok(Frame::Data(stream, payload.to_vec())),
-            _ if payload.is_empty() => Ok(Frame::Close(stream)),
+            DATA => Ok(FrameRef::Data(stream, payload)),
+            _ if payload.is_empty() => Ok(FrameRef::Close(stream)),
             _ => Err(FrameError::Payload("close")),
         }
     }
+}
+
+fn encode_parts(kind: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(PAYLOAD_AT + payload.len());
+    out.push(kind);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
 }
 
 #[cfg(test)]
@@ -115,8 +150,17 @@ mod tests {
             // Bias toward valid kinds so both outcomes are exercised.
             buf[0] %= 5;
             let len = i % buf.len();
-            if let Ok(f) = Frame::decode(&buf[..len]) {
-                assert_eq!(f.encode(), buf[..len].to_vec());
+            let by_ref = Frame::decode_ref(&buf[..len]);
+            match Frame::decode(&buf[..len]) {
+                Ok(f) => {
+                    assert_eq!(f.encode(), buf[..len].to_vec());
+                    if let Frame::Data(s, p) = &f {
+                        assert_eq!(by_ref, Ok(FrameRef::Data(*s, p)));
+                        assert_eq!(Frame::encode_data(*s, p), buf[..len].to_vec());
+                        assert_eq!(Frame::data_header(*s)[..], buf[..PAYLOAD_AT]);
+                    }
+                }
+                Err(e) => assert_eq!(by_ref, Err(e)),
             }
         }
     }

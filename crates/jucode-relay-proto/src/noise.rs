@@ -103,6 +103,12 @@ impl Channel {
     /// The Noise messages carrying `frame`: one per chunk of at most [`CHUNK`] bytes, each with
     /// the flag byte in front (1 = more follow). An empty frame is one chunk.
     pub fn seal(&mut self, frame: &[u8]) -> Result<Vec<Vec<u8>>, NoiseError> {
+        self.seal_framed(frame, &[])
+    }
+
+    /// [`Channel::seal`] with `prefix` in front of every message, written in place: a host
+    /// puts its data-frame header there and sends the buffer as it is, with no copy.
+    pub fn seal_framed(&mut self, frame: &[u8], prefix: &[u8]) -> Result<Vec<Vec<u8>>, NoiseError> {
         let count = frame.len().div_ceil(CHUNK).max(1);
         let mut out = Vec::with_capacity(count);
         let mut plain = Vec::with_capacity(CHUNK.min(frame.len()) + 1);
@@ -111,9 +117,12 @@ impl Channel {
             plain.clear();
             plain.push(u8::from(i + 1 < count));
             plain.extend_from_slice(chunk);
-            let mut msg = vec![0u8; plain.len() + TAG];
-            let n = self.transport.write_message(&plain, &mut msg)?;
-            msg.truncate(n);
+            let mut msg = vec![0u8; prefix.len() + plain.len() + TAG];
+            msg[..prefix.len()].copy_from_slice(prefix);
+            let n = self
+                .transport
+                .write_message(&plain, &mut msg[prefix.len()..])?;
+            msg.truncate(prefix.len() + n);
             out.push(msg);
         }
         Ok(out)
@@ -132,6 +141,15 @@ impl Channel {
         };
         if flag > 1 {
             return Err(NoiseError::BadFlag(flag));
+        }
+        // The common case, a frame in one chunk: hand back the decrypted buffer itself.
+        if flag == 0 && self.partial.is_empty() {
+            if chunk.len() > self.cap {
+                return Err(NoiseError::FrameTooLarge);
+            }
+            plain.truncate(n);
+            plain.remove(0);
+            return Ok(Some(plain));
         }
         if self.partial.len() + chunk.len() > self.cap {
             self.partial = Vec::new();
@@ -286,6 +304,23 @@ mod tests {
     }
 
     #[test]
+    fn framed_seals_are_the_plain_seals_behind_the_prefix() {
+        let (mut a, mut b) = pair();
+        for len in [0, 5, CHUNK + 9] {
+            let frame: Vec<u8> = (0..len).map(|i| (i % 13) as u8).collect();
+            let msgs = a.seal_framed(&frame, b"head").unwrap();
+            assert_eq!(msgs.len(), len.div_ceil(CHUNK).max(1));
+            let mut got = None;
+            for m in &msgs {
+                assert_eq!(&m[..4], b"head");
+                assert!(m.len() - 4 <= MAX_NOISE_MESSAGE);
+                got = b.open(&m[4..]).unwrap();
+            }
+            assert_eq!(got.unwrap(), frame);
+        }
+    }
+
+    #[test]
     fn tampered_replayed_and_reordered_messages_fail() {
         let (mut a, mut b) = pair();
         let m1 = a.seal(b"one").unwrap().remove(0);
@@ -312,6 +347,24 @@ mod tests {
         let msgs = a.seal(&vec![1u8; 2 * CHUNK]).unwrap();
         assert!(b.open(&msgs[0]).unwrap().is_none());
         assert!(matches!(b.open(&msgs[1]), Err(NoiseError::FrameTooLarge)));
+    }
+
+    /// A one-chunk frame (handed back without reassembly) still honours the cap, and one
+    /// after a chunked frame comes back whole.
+    #[test]
+    fn one_chunk_frames_keep_the_cap_and_follow_chunked_ones() {
+        let (mut a, b) = pair();
+        let mut b = b.with_cap(100);
+        let big = a.seal(&[3u8; 101]).unwrap();
+        assert!(matches!(b.open(&big[0]), Err(NoiseError::FrameTooLarge)));
+        let (mut a, mut b) = pair();
+        let chunked = a.seal(&vec![5u8; CHUNK + 3]).unwrap();
+        assert!(b.open(&chunked[0]).unwrap().is_none());
+        assert_eq!(b.open(&chunked[1]).unwrap().unwrap(), vec![5u8; CHUNK + 3]);
+        let one = a.seal(b"after").unwrap();
+        assert_eq!(b.open(&one[0]).unwrap().unwrap(), b"after");
+        let empty = a.seal(b"").unwrap();
+        assert_eq!(b.open(&empty[0]).unwrap().unwrap(), b"");
     }
 
     #[test]

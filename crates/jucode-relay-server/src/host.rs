@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use futures_util::{SinkExt, StreamExt};
 use jucode_relay_proto::close;
-use jucode_relay_proto::frame::Frame;
+use jucode_relay_proto::frame::{Frame, FrameRef, PAYLOAD_AT};
 use jucode_relay_proto::identity::{b64, host_id, unb64};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
@@ -153,8 +153,8 @@ async fn serve(
             _ => break,
         };
         match msg {
-            Message::Binary(bytes) => match Frame::decode(&bytes) {
-                Ok(Frame::Data(id, payload)) => {
+            Message::Binary(bytes) => match Frame::decode_ref(&bytes) {
+                Ok(FrameRef::Data(id, _)) => {
                     let client = state
                         .hosts()
                         .get(host)
@@ -162,7 +162,9 @@ async fn serve(
                         .filter(|h| h.generation == generation)
                         .and_then(|h| h.streams.get(&id).cloned());
                     if let Some(client) = client
-                        && client.try_send(ClientOut::Data(payload)).is_err()
+                        && client
+                            .try_send(ClientOut::Data(bytes.slice(PAYLOAD_AT..)))
+                            .is_err()
                     {
                         // A client that cannot keep up loses its stream, not the host link;
                         // the host is told, so it lets go of its end too.
@@ -173,7 +175,7 @@ async fn serve(
                         }
                     }
                 }
-                Ok(Frame::Close(id)) => drop_stream(
+                Ok(FrameRef::Close(id)) => drop_stream(
                     state,
                     host,
                     generation,
@@ -181,7 +183,7 @@ async fn serve(
                     close::HOST_CLOSED,
                     "host closed",
                 ),
-                Ok(Frame::Open(_)) | Err(_) => {
+                Ok(FrameRef::Open(_)) | Err(_) => {
                     tracing::debug!("host {host}: ignoring a bad frame");
                 }
             },

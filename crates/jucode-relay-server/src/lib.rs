@@ -69,7 +69,8 @@ pub(crate) enum HostOut {
 
 /// What a client stream's writer is asked to send.
 pub(crate) enum ClientOut {
-    Data(Vec<u8>),
+    /// The payload of a host data frame, sharing the host message's buffer (no copy).
+    Data(tokio_tungstenite::tungstenite::Bytes),
     Close(u16, &'static str),
 }
 

@@ -100,7 +100,7 @@ pub(crate) async fn run(mut ws: Ws, state: Arc<State>, host: String) {
         };
         match msg {
             Message::Binary(bytes) => {
-                let frame = Frame::Data(id, bytes.to_vec()).encode();
+                let frame = Frame::encode_data(id, &bytes);
                 // Waiting here pushes back on this client only until the host's queue drains.
                 if host_tx.send(HostOut::Frame(frame)).await.is_err() {
                     break;
