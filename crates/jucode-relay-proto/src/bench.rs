@@ -3,7 +3,7 @@
 //!
 //! [`run`] connects a throwaway echo host (fresh keys in memory, accepting any device) to the
 //! relay, opens `streams` phone streams to it and has each send `frames` frames of
-//! `frame_bytes` with up to [`WINDOW`] of them in flight (the protocol never waits for the peer,
+//! `frame_bytes` with up to four of them in flight (the protocol never waits for the peer,
 //! so one frame at a time would measure the round trip, not the stream); the round trips are a
 //! separate run with one frame in flight. Every byte crosses the relay twice, each way sealed
 //! and chunked exactly as daemon frames are. `jucode-relay-server`'s `relay_bench` example runs
