@@ -105,6 +105,17 @@ pub struct Homes {
     pub log: PathBuf,
 }
 
+impl Homes {
+    /// The layout every bench and load run uses under one temporary directory.
+    pub fn under(root: &Path) -> Homes {
+        Homes {
+            home: root.join("home"),
+            jucode_home: root.join("home").join(".jucode"),
+            log: root.join("daemon.log"),
+        }
+    }
+}
+
 /// A running daemon process.
 pub struct Daemon {
     child: Child,

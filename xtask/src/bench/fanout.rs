@@ -190,11 +190,7 @@ async fn collect(
 pub async fn daemon_run(bins: &Bins, clients: usize, frames: usize) -> Result<Outcome> {
     let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
     let root = std::fs::canonicalize(tmp.path())?;
-    let homes = Homes {
-        home: root.join("home"),
-        jucode_home: root.join("home").join(".jucode"),
-        log: root.join("daemon.log"),
-    };
+    let homes = Homes::under(&root);
     let project = homes.home.join("proj");
     std::fs::create_dir_all(&project)?;
     let mut daemon = Daemon::start(bins, &homes).await?;

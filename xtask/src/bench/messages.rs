@@ -28,11 +28,7 @@ pub struct Report {
 pub async fn run(bins: &Bins, samples: usize) -> Result<Report> {
     let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
     let root = std::fs::canonicalize(tmp.path())?;
-    let homes = Homes {
-        home: root.join("home"),
-        jucode_home: root.join("home").join(".jucode"),
-        log: root.join("daemon.log"),
-    };
+    let homes = Homes::under(&root);
     let project = homes.home.join("proj");
     std::fs::create_dir_all(&project)?;
     let agent_dir = homes.jucode_home.join("agents").join("bench");

@@ -51,11 +51,7 @@ fn now() -> Instant {
 pub async fn run(bins: &Bins, sizes: &Sizes) -> Result<Report> {
     let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
     let root = std::fs::canonicalize(tmp.path())?;
-    let homes = Homes {
-        home: root.join("home"),
-        jucode_home: root.join("home").join(".jucode"),
-        log: root.join("daemon.log"),
-    };
+    let homes = Homes::under(&root);
     // An agent's working directory is a known directory: the terminal opens there.
     let project = homes.home.join("proj");
     std::fs::create_dir_all(&project)?;

@@ -216,11 +216,7 @@ async fn run_all(options: Options) -> Result<bool> {
     let bins = Bins::of_profile("release")?;
     let tmp = tempfile::Builder::new().prefix("jucode-load-").tempdir()?;
     let root = std::fs::canonicalize(tmp.path())?;
-    let homes = Homes {
-        home: root.join("home"),
-        jucode_home: root.join("home").join(".jucode"),
-        log: root.join("daemon.log"),
-    };
+    let homes = Homes::under(&root);
     let project = homes.home.join("proj");
     std::fs::create_dir_all(&project)?;
     let mut daemon = Daemon::start(&bins, &homes).await?;
