@@ -4,7 +4,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result};
 
-use crate::{bench, conformance, crashloop, daemon, extension, fuzz, tidy, web};
+use crate::{bench, conformance, crashloop, daemon, extension, fuzz, load, tidy, web};
 
 enum Check {
     Cargo(&'static [&'static str]),
@@ -17,6 +17,7 @@ enum Check {
     Conformance,
     CrashloopQuick,
     BenchQuick,
+    LoadQuick,
     Fuzz,
 }
 
@@ -82,6 +83,10 @@ const STEPS: &[(&str, Check)] = &[
         ]),
     ),
     ("cargo xtask bench --quick", Check::BenchQuick),
+    (
+        "cargo xtask load --quick (100 clients, 5 streams, one client that stops reading)",
+        Check::LoadQuick,
+    ),
     ("cargo xtask fuzz --seconds 10 (every target)", Check::Fuzz),
 ];
 
@@ -174,6 +179,17 @@ fn run_check(check: &Check) -> Result<bool> {
             quick: true,
             build: true,
             only: None,
+        }),
+        // The bench step built the release binaries; cargo only checks them here.
+        Check::LoadQuick => load::run(load::Options {
+            quick: true,
+            build: true,
+            clients: None,
+            rate: None,
+            seconds: None,
+            sessions: None,
+            stream_ms: None,
+            keepalive: None,
         }),
         Check::Fuzz => fuzz::run(fuzz::Options {
             budget: fuzz::Budget::Seconds(10),

@@ -127,11 +127,16 @@ pub struct Daemon {
 
 impl Daemon {
     /// Spawns the daemon on a free loopback port and waits for its "listening on" line.
+    pub async fn start(bins: &Bins, homes: &Homes) -> Result<Daemon> {
+        Self::start_with(bins, homes, &[]).await
+    }
+
+    /// [`Daemon::start`] with more command-line flags.
     #[allow(
         clippy::disallowed_methods,
         reason = "a real daemon's start-up is timed in real time"
     )]
-    pub async fn start(bins: &Bins, homes: &Homes) -> Result<Daemon> {
+    pub async fn start_with(bins: &Bins, homes: &Homes, flags: &[&str]) -> Result<Daemon> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -141,6 +146,7 @@ impl Daemon {
         let mut child = Command::new(&bins.daemon)
             .args(["--listen", "127.0.0.1:0", "--no-relay", "--home"])
             .arg(&homes.jucode_home)
+            .args(flags)
             .env("HOME", &homes.home)
             .env("JUCODE_SERVE_BIN", &bins.fake_serve)
             .env_remove("JUCODE_HOME")

@@ -27,7 +27,7 @@ commands:
                                      the release daemon against in-process references (LIST: comma-
                                      separated of fanout, coldstart, messages, paths, terminals,
                                      timers, usage, upload, page; default all)
-  load [--quick] [--no-build] [--clients N] [--rate R] [--seconds S] [--sessions M] [--stream-ms MS]
+  load [--quick] [--no-build] [--clients N] [--rate R] [--seconds S] [--sessions M] [--stream-ms MS] [--keepalive S]
                                      the release daemon under N clients x R ops/s while M sessions
                                      stream, one client stalled; fails on any error, a slow close or RSS
   tidy [--fix]                       crate graph vs docs/ARCHITECTURE.md (--fix rewrites it), layering
@@ -121,6 +121,7 @@ fn run() -> Result<bool> {
                 seconds: None,
                 sessions: None,
                 stream_ms: None,
+                keepalive: None,
             };
             let mut args = rest.iter();
             while let Some(arg) = args.next() {
@@ -138,6 +139,7 @@ fn run() -> Result<bool> {
                     "--seconds" => options.seconds = Some(value(arg)?.parse()?),
                     "--sessions" => options.sessions = Some(value(arg)?.parse()?),
                     "--stream-ms" => options.stream_ms = Some(value(arg)?.parse()?),
+                    "--keepalive" => options.keepalive = Some(value(arg)?.parse()?),
                     other => bail!("unexpected argument {other}\n{USAGE}"),
                 }
             }

@@ -49,6 +49,10 @@ struct Args {
     /// Write the log to this file (rotated by size) instead of standard error.
     #[arg(long)]
     log_file: Option<PathBuf>,
+    /// Seconds between pings to each WebSocket client; one that answers nothing for three
+    /// intervals is disconnected. Lower it behind a proxy that closes quiet connections.
+    #[arg(long, default_value_t = jucode_server::ws::KEEPALIVE.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
+    keepalive: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,6 +244,7 @@ fn main() -> Result<()> {
         serve_bin: args.serve_bin,
         version: env!("CARGO_PKG_VERSION").into(),
         clock: daemon_clock()?,
+        keepalive: std::time::Duration::from_secs(args.keepalive),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

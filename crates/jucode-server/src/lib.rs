@@ -39,6 +39,9 @@ pub struct ServerConfig {
     /// How long one write to a WebSocket client may stall before its connection is reset
     /// ([`ws::WRITE_TIMEOUT`] in the daemon; tests make it short).
     pub write_timeout: Duration,
+    /// How often each WebSocket client is pinged; one silent for [`ws::KEEPALIVE_MISSES`]
+    /// intervals is reset ([`ws::KEEPALIVE`] by default).
+    pub keepalive: Duration,
 }
 
 /// Why the server could not start or stopped.
@@ -62,6 +65,7 @@ pub(crate) struct Shared {
     pub(crate) hub: Arc<Hub>,
     pub(crate) web: Option<PathBuf>,
     pub(crate) write_timeout: Duration,
+    pub(crate) keepalive: Duration,
     /// One clone per open WebSocket connection (its strong count tells how many are open).
     pub(crate) live: Arc<()>,
 }
@@ -99,6 +103,7 @@ impl Server {
                 hub,
                 web: config.web,
                 write_timeout: config.write_timeout,
+                keepalive: config.keepalive,
                 live: Arc::new(()),
             }),
         })
@@ -197,6 +202,8 @@ pub struct DaemonOptions {
     pub version: String,
     /// Where the hub reads time: the system's clocks, or in a debug build a test's override.
     pub clock: jucode_clock::SharedClock,
+    /// `--keepalive`: how often each WebSocket client is pinged.
+    pub keepalive: Duration,
 }
 
 /// Runs the daemon until `shutdown` completes. `on_ready` gets the bound address and the token
@@ -289,6 +296,7 @@ pub async fn run(
             }),
         },
         write_timeout: ws::WRITE_TIMEOUT,
+        keepalive: options.keepalive,
     })
     .await?;
     // With --no-relay there is no relay task at all; otherwise it follows the relay setting.

@@ -2,6 +2,7 @@
 //! connection.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::stream::SplitSink;
@@ -37,6 +38,12 @@ const WRITE_BATCH: usize = 64;
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the peer gets to answer our close frame before the socket is closed anyway.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
+/// How often each client is pinged (the daemon's `--keepalive`).
+pub const KEEPALIVE: Duration = Duration::from_secs(20);
+/// A client from which nothing (not even a pong) has come for this many keepalive ticks in a
+/// row is judged gone and its connection reset. Socket buffers can hide a client that stopped
+/// reading for many minutes when little is sent to it; an unanswered ping cannot.
+pub const KEEPALIVE_MISSES: u32 = 3;
 
 pub(crate) fn is_upgrade(req: &Request<Incoming>) -> bool {
     let has = |name: header::HeaderName, token: &str| {
@@ -90,7 +97,10 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
     }
     let accept = derive_accept_key(key.as_bytes());
     let hub = shared.hub.clone();
-    let write_timeout = shared.write_timeout;
+    let timing = Timing {
+        write: shared.write_timeout,
+        keepalive: shared.keepalive,
+    };
     // Held for the connection's life: the server waits for these to flush before it exits.
     let live = shared.live.clone();
     tokio::spawn(async move {
@@ -122,7 +132,7 @@ pub(crate) fn upgrade(req: Request<Incoming>, shared: Arc<Shared>) -> Response<B
         )
         .await;
         let conn = hub.connect(auth);
-        run(hub, ws, conn, write_timeout, live).await;
+        run(hub, ws, conn, timing, live).await;
     });
     let mut r = Response::new(Body::default());
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
@@ -158,19 +168,36 @@ impl Socket for TcpStream {
     }
 }
 
+/// The per-connection time bounds.
+#[derive(Clone, Copy)]
+struct Timing {
+    /// One write (a batch, a ping, the close frame) may take this long.
+    write: Duration,
+    /// Ping interval; [`KEEPALIVE_MISSES`] silent intervals end the connection.
+    keepalive: Duration,
+}
+
 async fn run<S: Socket>(
     hub: Arc<Hub>,
     ws: WebSocketStream<S>,
     conn: Connection,
-    write_timeout: Duration,
+    timing: Timing,
     live: Arc<()>,
 ) {
     let Connection { id, frames, kicked } = conn;
+    let write_timeout = timing.write;
     let (sink, mut stream) = ws.split();
     let (close_tx, close_rx) = tokio::sync::mpsc::channel::<CloseFrame>(1);
-    let mut writer = tokio::spawn(write_loop(sink, frames, kicked, close_rx, write_timeout));
+    let heard = Arc::new(AtomicU64::new(0));
+    let out = Out {
+        frames,
+        kicked,
+        close_rx,
+        heard: heard.clone(),
+    };
+    let mut writer = tokio::spawn(write_loop(sink, out, timing));
 
-    let written = read_loop(&hub, id, &mut stream, &close_tx, &mut writer).await;
+    let written = read_loop(&hub, id, &mut stream, &close_tx, &heard, &mut writer).await;
     hub.disconnect(id);
     drop(close_tx);
     let written = match written {
@@ -203,16 +230,75 @@ async fn run<S: Socket>(
     }
 }
 
-/// Writes hub frames in batches, then the one close frame. Every write is bounded by
-/// `write_timeout`, and a kick is seen even in the middle of a write: from then on only the
-/// close frame is written.
+/// What the writer reads from: the hub's frames and kick, the reader's close frame, and the
+/// reader's count of messages heard from the client (the keepalive watches it).
+struct Out {
+    frames: Frames,
+    kicked: watch::Receiver<Option<Kick>>,
+    close_rx: tokio::sync::mpsc::Receiver<CloseFrame>,
+    heard: Arc<AtomicU64>,
+}
+
+/// How one batch's write ended.
+enum Written {
+    Done,
+    Kicked,
+    Abort,
+}
+
+/// Counts keepalive ticks in which nothing came from the client.
+struct Keepalive {
+    heard: Arc<AtomicU64>,
+    seen: u64,
+    silent: u32,
+}
+
+impl Keepalive {
+    /// One tick: true once the client has been silent for [`KEEPALIVE_MISSES`] ticks running.
+    fn tick_is_dead(&mut self) -> bool {
+        let now = self.heard.load(Ordering::Relaxed);
+        if now == self.seen {
+            self.silent += 1;
+        } else {
+            self.seen = now;
+            self.silent = 0;
+        }
+        self.silent >= KEEPALIVE_MISSES
+    }
+}
+
+/// Writes hub frames in batches, a ping every keepalive interval, then the one close frame.
+/// Every write is bounded by the write timeout, and a kick or a dead keepalive is seen even
+/// in the middle of a write: after a kick only the close frame is written; a client that
+/// answered nothing for [`KEEPALIVE_MISSES`] intervals is reset.
 async fn write_loop<S: Socket>(
     mut sink: SplitSink<WebSocketStream<S>, Message>,
-    mut frames: Frames,
-    mut kicked: watch::Receiver<Option<Kick>>,
-    mut close_rx: tokio::sync::mpsc::Receiver<CloseFrame>,
-    write_timeout: Duration,
+    out: Out,
+    timing: Timing,
 ) -> (SplitSink<WebSocketStream<S>, Message>, Ending) {
+    let Out {
+        mut frames,
+        mut kicked,
+        mut close_rx,
+        heard,
+    } = out;
+    let write_timeout = timing.write;
+    let mut ticks = tokio::time::interval(timing.keepalive);
+    // The first tick one interval from now, not at once.
+    ticks.reset();
+    // A tick missed while a write ran is not made up in a burst.
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut alive = Keepalive {
+        seen: heard.load(Ordering::Relaxed),
+        heard,
+        silent: 0,
+    };
+    let gone = |timing: Timing| {
+        tracing::info!(
+            "a client answered nothing for {:?}: closing it",
+            timing.keepalive * KEEPALIVE_MISSES
+        );
+    };
     let close = loop {
         tokio::select! {
             biased;
@@ -220,27 +306,53 @@ async fn write_loop<S: Socket>(
             // branch then says why.
             Ok(()) = kicked.changed() => break kick_frame(&kicked),
             close = close_rx.recv() => break close,
+            _ = ticks.tick() => {
+                if alive.tick_is_dead() {
+                    gone(timing);
+                    return (sink, Ending::Abort);
+                }
+                let ping = sink.send(Message::Ping(Bytes::new()));
+                if !matches!(tokio::time::timeout(write_timeout, ping).await, Ok(Ok(()))) {
+                    return (sink, Ending::Abort);
+                }
+            }
             frame = frames.recv() => {
                 let Some(Outgoing::Frame(first)) = frame else {
                     break Some(CloseFrame { code: CloseCode::Away, reason: "the daemon is stopping".into() });
                 };
-                let batch = write_batch(&mut sink, &mut frames, first);
-                tokio::select! {
-                    // The write first: one that completes at once is never cut short.
-                    biased;
-                    done = tokio::time::timeout(write_timeout, batch) => match done {
-                        Ok(Ok(())) => {}
-                        Ok(Err(_)) => return (sink, Ending::Abort),
-                        Err(_) => {
-                            tracing::info!("a client stopped reading for {write_timeout:?}: closing it");
-                            return (sink, Ending::Abort);
+                let written = {
+                    let batch = tokio::time::timeout(write_timeout, write_batch(&mut sink, &mut frames, first));
+                    tokio::pin!(batch);
+                    loop {
+                        tokio::select! {
+                            // The write first: one that completes at once is never cut short.
+                            biased;
+                            done = &mut batch => break match done {
+                                Ok(Ok(())) => Written::Done,
+                                Ok(Err(_)) => Written::Abort,
+                                Err(_) => {
+                                    tracing::info!("a client stopped reading for {write_timeout:?}: closing it");
+                                    Written::Abort
+                                }
+                            },
+                            // Dropped by the hub while the peer is not reading: stop writing
+                            // frames at once. The close frame queues behind what is already
+                            // buffered, so a peer that resumes reading within the write
+                            // timeout still learns why; one that does not is reset when that
+                            // runs out.
+                            Ok(()) = kicked.changed() => break Written::Kicked,
+                            // No ping can go out mid-write, but silence still counts.
+                            _ = ticks.tick() => if alive.tick_is_dead() {
+                                gone(timing);
+                                break Written::Abort;
+                            },
                         }
-                    },
-                    // Dropped by the hub while the peer is not reading: stop writing frames at
-                    // once. The close frame queues behind what is already buffered, so a peer
-                    // that resumes reading within the write timeout still learns why; one that
-                    // does not is reset when that runs out.
-                    Ok(()) = kicked.changed() => break kick_frame(&kicked),
+                    }
+                };
+                match written {
+                    Written::Done => {}
+                    Written::Kicked => break kick_frame(&kicked),
+                    Written::Abort => return (sink, Ending::Abort),
                 }
             }
         }
@@ -307,6 +419,7 @@ async fn read_loop<S, W>(
     id: ClientId,
     stream: &mut futures_util::stream::SplitStream<WebSocketStream<S>>,
     close_tx: &tokio::sync::mpsc::Sender<CloseFrame>,
+    heard: &AtomicU64,
     writer: &mut tokio::task::JoinHandle<W>,
 ) -> Option<Result<W, tokio::task::JoinError>>
 where
@@ -317,6 +430,8 @@ where
             message = stream.next() => message?,
             written = &mut *writer => return Some(written),
         };
+        // Anything at all, a pong included, shows the client is reading.
+        heard.fetch_add(1, Ordering::Relaxed);
         match message {
             Ok(Message::Text(text)) => hub.handle(id, text.as_str()).await,
             Ok(Message::Binary(_)) => {

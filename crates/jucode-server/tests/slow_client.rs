@@ -28,6 +28,10 @@ struct Daemon {
 }
 
 async fn daemon(write_timeout: Duration) -> Result<Daemon> {
+    daemon_with(write_timeout, jucode_server::ws::KEEPALIVE).await
+}
+
+async fn daemon_with(write_timeout: Duration, keepalive: Duration) -> Result<Daemon> {
     let dir = tempfile::tempdir()?;
     let mut engines: HashMap<String, Arc<dyn EngineFactory>> = HashMap::new();
     engines.insert(
@@ -51,6 +55,7 @@ async fn daemon(write_timeout: Duration) -> Result<Daemon> {
             online: Default::default(),
         },
         write_timeout,
+        keepalive,
     })
     .await?;
     let addr = server.local_addr().context("no address")?;
@@ -164,4 +169,58 @@ async fn a_stalled_write_resets_the_connection_after_the_write_timeout() {
     reads_to_the_end(slow.get_mut()).await;
     let mut other = Client::connect_and_greet(&daemon.url).await.unwrap();
     session_list_works(&mut other, &session).await;
+}
+
+/// A client that stops reading while little is sent to it fills no queue and blocks no
+/// write for a long time: the socket buffers hold minutes of a slow stream. It answers no
+/// ping, so it is reset after the keepalive's unanswered intervals.
+#[tokio::test]
+async fn a_client_that_answers_no_ping_is_reset() {
+    let daemon = daemon_with(Duration::from_secs(30), Duration::from_millis(100))
+        .await
+        .unwrap();
+    let mut silent = slow_client(&daemon.url).await.unwrap();
+    reset_by_daemon(silent.get_ref()).await;
+    reads_to_the_end(silent.get_mut()).await;
+}
+
+/// A client that reads but never sends anything is answered pings by its WebSocket library,
+/// and stays connected well past the point a silent one is reset.
+#[tokio::test]
+async fn a_quiet_client_that_reads_stays_connected() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let daemon = daemon_with(Duration::from_secs(30), Duration::from_millis(100))
+        .await
+        .unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(&daemon.url).await.unwrap();
+    let mut pings = 0;
+    let limit = jucode_server::ws::KEEPALIVE_MISSES * 3;
+    while pings < limit {
+        let message = tokio::time::timeout(GUARD, ws.next())
+            .await
+            .expect("no ping came")
+            .expect("the daemon closed a client that answers its pings")
+            .unwrap();
+        if message.is_ping() {
+            pings += 1;
+        }
+    }
+    ws.send(Message::text(json!({"op": "ping", "id": "p"}).to_string()))
+        .await
+        .unwrap();
+    loop {
+        let message = tokio::time::timeout(GUARD, ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Text(text) = message {
+            let frame: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+            if frame["id"] == "p" {
+                assert_eq!(frame["type"], "pong", "{frame}");
+                break;
+            }
+        }
+    }
 }

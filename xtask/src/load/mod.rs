@@ -26,11 +26,16 @@ pub struct Options {
     pub sessions: Option<usize>,
     /// Milliseconds between one session's deltas.
     pub stream_ms: Option<u64>,
+    /// The daemon's `--keepalive` in seconds.
+    pub keepalive: Option<u64>,
 }
 
-/// The stalled client must be closed within this of its last read: the queue filling at the
-/// streams' pace, then at most the daemon's 30 s write timeout on the close frame.
-const STALL_BOUND: Duration = Duration::from_secs(45);
+/// The stalled client must be closed within this of its last read: it answers no ping, so the
+/// daemon gives up after its unanswered keepalive intervals (the last pong it had may be up to
+/// one interval old), with a few seconds for the check's granularity.
+fn stall_bound(keepalive: Duration) -> Duration {
+    keepalive * (jucode_server::ws::KEEPALIVE_MISSES + 1) + Duration::from_secs(5)
+}
 /// The others' op p99 with the stalled client, against the baseline's.
 const P99_FACTOR: f64 = 2.0;
 /// Below this a p99 is scheduling noise on a shared 2-core box; the factor applies above it.
@@ -48,6 +53,7 @@ struct Sizes {
     seconds: u64,
     sessions: usize,
     stream_ms: u64,
+    keepalive: Duration,
 }
 
 pub fn run(options: Options) -> Result<bool> {
@@ -87,6 +93,7 @@ fn run_optimized(options: &Options) -> Result<bool> {
         ("--seconds", options.seconds.map(|v| v.to_string())),
         ("--sessions", options.sessions.map(|v| v.to_string())),
         ("--stream-ms", options.stream_ms.map(|v| v.to_string())),
+        ("--keepalive", options.keepalive.map(|v| v.to_string())),
     ];
     for (flag, value) in flags {
         if let Some(value) = value {
@@ -155,8 +162,10 @@ async fn create_session(ws: &mut Ws, cwd: &str, id: u64) -> Result<String> {
         .with_context(|| format!("session_create: {reply}"))?
         .to_string();
     loop {
-        let Some(Ok(Message::Text(text))) = ws.next().await else {
-            bail!("the daemon closed the desk's connection");
+        let text = match ws.next().await {
+            Some(Ok(Message::Text(text))) => text,
+            Some(Ok(_)) => continue,
+            _ => bail!("the daemon closed the desk's connection"),
         };
         let frame: Value = serde_json::from_str(text.as_str())?;
         if frame["type"] == "mcp_servers" && frame["session"] == session.as_str() {
@@ -212,6 +221,13 @@ async fn run_all(options: Options) -> Result<bool> {
         seconds: options.seconds.unwrap_or(s),
         sessions: options.sessions.unwrap_or(m).max(1),
         stream_ms: options.stream_ms.unwrap_or(100).max(1),
+        // Short in the CI form so the stall phase is short; the daemon's own default otherwise.
+        keepalive: Duration::from_secs(options.keepalive.unwrap_or(if options.quick {
+            5
+        } else {
+            jucode_server::ws::KEEPALIVE.as_secs()
+        }))
+        .max(Duration::from_secs(1)),
     };
     let bins = Bins::of_profile("release")?;
     let tmp = tempfile::Builder::new().prefix("jucode-load-").tempdir()?;
@@ -219,7 +235,8 @@ async fn run_all(options: Options) -> Result<bool> {
     let homes = Homes::under(&root);
     let project = homes.home.join("proj");
     std::fs::create_dir_all(&project)?;
-    let mut daemon = Daemon::start(&bins, &homes).await?;
+    let keepalive = sizes.keepalive.as_secs().to_string();
+    let mut daemon = Daemon::start_with(&bins, &homes, &["--keepalive", &keepalive]).await?;
     let outcome = drive(&daemon, &sizes, &project.display().to_string()).await;
     let _ = daemon.stop().await;
     if outcome.is_err() {
@@ -263,7 +280,8 @@ async fn drive(daemon: &Daemon, sizes: &Sizes, cwd: &str) -> Result<bool> {
     let rss_connected = rss_kib(pid).unwrap_or(0);
 
     let (phase_tx, phase_rx) = watch::channel(Phase::Warmup);
-    let total = WARMUP + Duration::from_secs(sizes.seconds) + STALL_BOUND + DRAIN;
+    let stall_bound = stall_bound(sizes.keepalive);
+    let total = WARMUP + Duration::from_secs(sizes.seconds) + stall_bound + DRAIN;
     let deltas = total.as_millis() as u64 / sizes.stream_ms + 1;
     let stream = format!("stream {deltas} {}", sizes.stream_ms);
     let n = sessions.len();
@@ -328,7 +346,7 @@ async fn drive(daemon: &Daemon, sizes: &Sizes, cwd: &str) -> Result<bool> {
             closed_after = Some(stalled_at.elapsed());
         }
         let now = Instant::now();
-        if now >= stall_end && (closed_after.is_some() || stalled_at.elapsed() >= STALL_BOUND) {
+        if now >= stall_end && (closed_after.is_some() || stalled_at.elapsed() >= stall_bound) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -449,13 +467,15 @@ async fn drive(daemon: &Daemon, sizes: &Sizes, cwd: &str) -> Result<bool> {
     );
     match closed_after {
         Some(d) => println!(
-            "stalled client: closed by the daemon {} after it stopped reading (bound {} s)",
+            "stalled client: closed by the daemon {} after it stopped reading (keepalive {} s, bound {} s)",
             ms(d),
-            STALL_BOUND.as_secs()
+            sizes.keepalive.as_secs(),
+            stall_bound.as_secs()
         ),
         None => println!(
-            "stalled client: still open {} s after it stopped reading",
-            STALL_BOUND.as_secs()
+            "stalled client: still open {} s after it stopped reading (keepalive {} s)",
+            stall_bound.as_secs(),
+            sizes.keepalive.as_secs()
         ),
     }
     for note in &notes {
@@ -483,7 +503,7 @@ async fn drive(daemon: &Daemon, sizes: &Sizes, cwd: &str) -> Result<bool> {
         fail(format!("peak RSS {rss_peak} KiB over {rss_bound} KiB"));
     }
     match closed_after {
-        Some(d) if d <= STALL_BOUND => {}
+        Some(d) if d <= stall_bound => {}
         _ => fail("the stalled client was not closed in time".into()),
     }
     let (p99_base, p99_stall) = (percentile(&base, 99), percentile(&stall, 99));
