@@ -31,6 +31,8 @@ mod messages;
 mod notifications;
 mod paths;
 mod questions;
+#[cfg(test)]
+mod questions_tests;
 mod reports;
 mod requirements;
 mod restart;
@@ -181,6 +183,13 @@ impl Hub {
             let now = sessions.current_id(id);
             (now != id).then(|| now.to_string())
         });
+        let mut questions = questions;
+        // Not fatal: a question left open is answered again and the duplicate dropped.
+        match questions.roll_forward(|key| messages.has_dedupe_key(key)) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(n, "closed questions whose answer went out before a stop"),
+            Err(e) => tracing::warn!("questions answered before a stop stay open: {e}"),
+        }
         let schedules = schedules::Schedules::open(&agents, &messages);
         let notifications = notifications::Notifications::new(&requirements.event(&sessions));
         let usage = usage::open(&store)?;

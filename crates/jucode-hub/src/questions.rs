@@ -93,6 +93,14 @@ enum Record {
         by: By,
         at: u64,
     },
+    /// The user's answer, written before it is handed to the agent: should the daemon stop
+    /// after the hand-off and before `answered`, the next start finds the message and closes
+    /// the question with the text that really went out (see [`Questions::roll_forward`]).
+    Answering {
+        id: String,
+        answer: String,
+        at: u64,
+    },
     /// `item_close`: put away unanswered.
     Closed {
         id: String,
@@ -126,6 +134,8 @@ struct Question {
     info: QuestionInfo,
     state: State,
     order: u64,
+    /// The last answer being handed over (`Answering`), while the question is open.
+    answering: Option<String>,
 }
 
 pub(crate) struct Questions {
@@ -192,11 +202,17 @@ impl Questions {
                         info,
                         state: State::Open,
                         order: self.next_order,
+                        answering: None,
                     },
                 );
             }
             Record::Answered { id, answer, by, at } => {
                 self.set_state(&id, State::Answered { answer, by, at });
+            }
+            Record::Answering { id, answer, .. } => {
+                if let Some(q) = self.map.get_mut(&id) {
+                    q.answering = Some(answer);
+                }
             }
             Record::Closed { id, reason, at } => {
                 self.set_state(&id, State::Closed { reason, at });
@@ -224,7 +240,43 @@ impl Questions {
                 self.deadlines.remove(&(due, id.to_string()));
             }
             q.state = state;
+            q.answering = None;
         }
+    }
+
+    /// Closes every open question whose answer or default was handed to its agent by a run
+    /// that stopped before recording it (`delivered` says whether a message with that dedupe
+    /// key exists). Without this, a second answer would be deduplicated away while the
+    /// question recorded it, and the agent would have acted on the first. Returns how many.
+    pub(crate) fn roll_forward(
+        &mut self,
+        delivered: impl Fn(&str) -> bool,
+    ) -> Result<usize, QuestionError> {
+        let mut done = Vec::new();
+        for (id, q) in &self.map {
+            if q.state != State::Open {
+                continue;
+            }
+            if delivered(&answer_key(id)) {
+                // A log from before `answering` existed gives no text: answered all the same.
+                done.push((id.clone(), q.answering.clone(), By::User));
+            } else if delivered(&deadline_key(id)) {
+                done.push((id.clone(), Some(q.info.default.clone()), By::Deadline));
+            }
+        }
+        let n = done.len();
+        for (id, answer, by) in done {
+            self.answered(&id, answer, by)?;
+        }
+        Ok(n)
+    }
+
+    fn answering(&mut self, id: &str, answer: &str) -> Result<(), QuestionError> {
+        self.write(Record::Answering {
+            id: id.to_string(),
+            answer: answer.to_string(),
+            at: self.clock.now_ms(),
+        })
     }
 
     fn write(&mut self, record: Record) -> Result<(), QuestionError> {
@@ -398,6 +450,16 @@ impl Inner {
     }
 }
 
+/// The dedupe key of the message carrying the user's answer to `id`.
+fn answer_key(id: &str) -> String {
+    format!("question:{id}:answer")
+}
+
+/// The dedupe key of the message carrying `id`'s default at its deadline.
+fn deadline_key(id: &str) -> String {
+    format!("question:{id}:deadline")
+}
+
 /// Delivers the default of every question whose deadline passed by `now_ms` through
 /// `deliver`, recording each answered only once its message was accepted.
 pub(crate) fn deliver_overdue(
@@ -429,7 +491,7 @@ pub(crate) fn deliver_overdue(
             ),
             session: Some(q.session.clone()),
             reply_to: None,
-            dedupe_key: Some(format!("question:{id}:deadline")),
+            dedupe_key: Some(deadline_key(&id)),
             new_session: false,
         };
         match deliver(inner, msg) {
@@ -465,14 +527,15 @@ pub(crate) fn answer(
     if answer.trim().is_empty() {
         return Err(QuestionError::EmptyAnswer.into());
     }
-    let q = inner.questions.open_one(id)?;
+    let q = inner.questions.open_one(id)?.clone();
+    inner.questions.answering(id, answer)?;
     let msg = NewMessage {
         to: q.agent.clone(),
         from: Origin::Question(id.to_string()),
         body: format!("Q: {}\nA: {answer}", q.title),
         session: Some(q.session.clone()),
         reply_to: None,
-        dedupe_key: Some(format!("question:{id}:answer")),
+        dedupe_key: Some(answer_key(id)),
         new_session: false,
     };
     deliver(inner, msg)?;

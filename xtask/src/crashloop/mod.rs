@@ -1,5 +1,5 @@
 //! `cargo xtask crashloop`: SIGKILL the real daemon at random moments while a client makes
-//! acknowledged changes to many kinds of state, and check after every restart that nothing
+//! acknowledged changes to every kind of state it can reach, and check after every restart that nothing
 //! acknowledged is lost, nothing deleted comes back and nothing is delivered twice.
 //!
 //! Each round starts the daemon (built-in engine on the fake model, so agents run `CALL`
@@ -13,9 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
+use base64::Engine as _;
+use jucode_protocol::daemon::reports::REPORT_LIST_MAX;
 use jucode_testsupport::fake_model::FakeModel;
 use jucode_testsupport::{Client, Daemon, TestHome, http};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use model::{KINDS, Model, Session};
 
@@ -114,9 +116,9 @@ async fn run_loop(options: Options) -> Result<bool> {
     let mut problems: Vec<String> = Vec::new();
     for round in 0..options.kills {
         let mut daemon = Daemon::start_builtin(&env.home(), &config).await?;
-        let desk = daemon.client().await?;
+        let mut desk = daemon.client().await?;
         if round > 0 {
-            let found = verify(&model, &env, &fake, &daemon, &desk, &mut rng).await?;
+            let found = verify(&model, &env, &fake, &daemon, &mut desk, &mut rng).await?;
             for p in found {
                 problems.push(format!("round {round}: {p}"));
             }
@@ -144,8 +146,8 @@ async fn run_loop(options: Options) -> Result<bool> {
     }
     // A last clean start: every acknowledged message and timer is delivered, each once.
     let mut daemon = Daemon::start_builtin(&env.home(), &config).await?;
-    let desk = daemon.client().await?;
-    problems.extend(verify(&model, &env, &fake, &daemon, &desk, &mut rng).await?);
+    let mut desk = daemon.client().await?;
+    problems.extend(verify(&model, &env, &fake, &daemon, &mut desk, &mut rng).await?);
     // No client reads during the drain: one that stops to reread the conversations falls
     // behind the backlog's frames and is dropped as too slow. Done when nothing is waiting;
     // failed when a minute passes with no new delivery.
@@ -185,8 +187,14 @@ async fn run_loop(options: Options) -> Result<bool> {
     for kind in KINDS {
         println!("  {kind:<18} {}", m.acked.get(kind).copied().unwrap_or(0));
     }
-    println!("  {:<18} {}", "agent→agent (tool)", tools.0.len());
-    println!("  {:<18} {}", "timer set (tool)", tools.1.len());
+    for (what, n) in [
+        ("agent→agent (tool)", tools.messages.len()),
+        ("timer set (tool)", tools.timers.len()),
+        ("question (tool)", tools.questions.len()),
+        ("report (tool)", tools.reports.len()),
+    ] {
+        println!("  {what:<18} {n}");
+    }
     let unused: Vec<&&str> = KINDS
         .iter()
         .filter(|k| !m.acked.contains_key(**k))
@@ -205,6 +213,16 @@ async fn run_loop(options: Options) -> Result<bool> {
             "crashloop: FAILED with {} problems (seed {seed})",
             problems.len()
         );
+        // The home goes with the run's temporary directory: keep a copy to look into.
+        let kept = std::env::temp_dir().join(format!("jucode-crashloop-{seed}"));
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(env.root())
+            .arg(&kept)
+            .status();
+        if copied.is_ok_and(|s| s.success()) {
+            println!("crashloop: the state is kept in {}", kept.display());
+        }
         Ok(false)
     }
 }
@@ -223,33 +241,83 @@ fn waiting_deliveries(
     model::check_deliveries(&lock(model), &held, &tools)
 }
 
-/// The checks of a fresh start: the connect batch against the model, deliveries at most
-/// once, and a few paired devices' tokens still let them in.
+/// The checks of a fresh start: the connect batch and the question and report lists against
+/// the model, deliveries at most once, uploads whole and no part left over, a few paired
+/// devices' tokens still let them in and revoked ones do not.
 async fn verify(
     model: &Arc<Mutex<Model>>,
     env: &TestHome,
     fake: &FakeModel,
     daemon: &Daemon,
-    desk: &Client,
+    desk: &mut Client,
     rng: &mut Rng,
 ) -> Result<Vec<String>> {
     let mut problems = model::check_batch(&lock(model), &desk.connect_batch)?;
     if let Err(e) = waiting_deliveries(model, env, fake) {
         problems.push(format!("{e:#}"));
     }
-    let tokens: Vec<String> = {
+    let questions = desk.request(json!({"op":"question_list"})).await?;
+    let reports = desk
+        .request(json!({"op":"report_list","limit":REPORT_LIST_MAX}))
+        .await?;
+    let tools = model::tool_acks(&fake.requests());
+    problems.extend(model::check_items(
+        &lock(model),
+        &tools,
+        &questions,
+        &reports,
+    ));
+    problems.extend(check_uploads(&lock(model), &env.home().join("uploads")));
+    let (tokens, revoked) = {
         let m = lock(model);
-        let n = m.device_tokens.len() as u64;
-        (0..n.min(2))
-            .map(|_| m.device_tokens[rng.below(n) as usize].clone())
-            .collect()
+        let pick = |all: &[String], rng: &mut Rng| -> Vec<String> {
+            let n = all.len() as u64;
+            (0..n.min(2))
+                .map(|_| all[rng.below(n) as usize].clone())
+                .collect()
+        };
+        let live: Vec<String> = m.devices.iter().map(|(_, t)| t.clone()).collect();
+        (pick(&live, rng), pick(&m.revoked, rng))
     };
     for token in tokens {
         if let Err(e) = Client::connect_and_greet(&daemon.url(&token)).await {
             problems.push(format!("a paired device is refused: {e:#}"));
         }
     }
+    for token in revoked {
+        if Client::connect_and_greet(&daemon.url(&token)).await.is_ok() {
+            problems.push("a revoked device is let in".into());
+        }
+    }
     Ok(problems)
+}
+
+/// Every acknowledged upload is there with its bytes, and the start removed every `.part`.
+fn check_uploads(model: &Model, dir: &std::path::Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (path, bytes) in &model.uploads {
+        match std::fs::read(path) {
+            Ok(have) if &have == bytes => {}
+            Ok(have) => problems.push(format!(
+                "upload {path}: {} bytes, {} were sent",
+                have.len(),
+                bytes.len()
+            )),
+            Err(e) => problems.push(format!("acknowledged upload {path} lost: {e}")),
+        }
+    }
+    for day in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        for file in std::fs::read_dir(day.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if file.file_name().to_string_lossy().ends_with(".part") {
+                problems.push(format!("{} left over after a start", file.path().display()));
+            }
+        }
+    }
+    problems
 }
 
 /// One round's client: random ops until the connection dies with the daemon.
@@ -376,23 +444,126 @@ async fn drive(
                 let code = c.request(json!({"op":"pair_start"})).await?;
                 let body = json!({"code": code["code"], "name": tag}).to_string();
                 let r = http(addr, "POST", "/api/pair", Some(body.as_bytes())).await?;
-                if r.status == 200
-                    && let Some(token) = r.json()?["token"].as_str()
+                let paired = if r.status == 200 {
+                    r.json()?
+                } else {
+                    Value::Null
+                };
+                if let (Some(device), Some(token)) =
+                    (paired["device"].as_str(), paired["token"].as_str())
                 {
                     let mut m = lock(&model);
-                    m.device_tokens.push(token.to_string());
+                    m.devices.push((device.to_string(), token.to_string()));
                     m.ack(kind);
                 }
             }
-            "agent_message" | "agent_timer" => {
+            "device_revoke" => {
+                let (device, token) = {
+                    let mut m = lock(&model);
+                    if m.devices.is_empty() {
+                        continue;
+                    }
+                    // Until the reply it may be revoked or not: checked neither way.
+                    let i = rng.below(m.devices.len() as u64) as usize;
+                    m.devices.swap_remove(i)
+                };
+                let r = c
+                    .request(json!({"op":"device_revoke","device":device}))
+                    .await?;
+                if r["type"] == "device_revoked" {
+                    let mut m = lock(&model);
+                    m.revoked.push(token);
+                    m.ack(kind);
+                }
+            }
+            "upload" => {
+                let size = 1 + rng.below(2048) as usize;
+                let bytes: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+                let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+                // Half of them in two chunks: a kill between leaves a part for the next start.
+                let split = if rng.below(2) == 0 { size / 2 } else { 0 };
+                let name = format!("{tag}.bin");
+                let r = if split > 0 {
+                    let first = c
+                        .request(json!({"op":"upload","name":name,"data":b64(&bytes[..split]),"last":false}))
+                        .await?;
+                    let Some(id) = first["upload"].as_str() else {
+                        continue;
+                    };
+                    c.request(json!({"op":"upload","upload":id,"offset":split,
+                        "data":b64(&bytes[split..]),"last":true}))
+                        .await?
+                } else {
+                    c.request(json!({"op":"upload","name":name,"data":b64(&bytes),"last":true}))
+                        .await?
+                };
+                if r["type"] == "uploaded"
+                    && let Some(path) = r["path"].as_str()
+                {
+                    let mut m = lock(&model);
+                    m.uploads.push((path.to_string(), bytes));
+                    m.ack(kind);
+                }
+            }
+            "question_answer" | "report_read" => {
+                let (list_op, field) = if kind == "question_answer" {
+                    ("question_list", "questions")
+                } else {
+                    ("report_list", "reports")
+                };
+                let listed = c.request(json!({"op":list_op})).await?;
+                let ids: Vec<String> = {
+                    let m = lock(&model);
+                    listed[field]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|i| i["read"] != true)
+                        .filter_map(|i| i["id"].as_str())
+                        .filter(|id| !m.answers.contains_key(*id) && !m.reports_read.contains(*id))
+                        .map(String::from)
+                        .collect()
+                };
+                if ids.is_empty() {
+                    continue;
+                }
+                let id = ids[rng.below(ids.len() as u64) as usize].clone();
+                if kind == "question_answer" {
+                    let answer = format!("ans-{tag}");
+                    let r = c
+                        .request(json!({"op":"question_answer","question":id,"answer":answer}))
+                        .await?;
+                    if r["type"] == "question_answered" {
+                        let mut m = lock(&model);
+                        m.answers.insert(id, answer);
+                        m.ack(kind);
+                    }
+                } else {
+                    let r = c.request(json!({"op":"report_read","report":id})).await?;
+                    if r["type"] == "report_read" {
+                        let mut m = lock(&model);
+                        m.reports_read.insert(id);
+                        m.ack(kind);
+                    }
+                }
+            }
+            "agent_message" | "agent_timer" | "agent_question" | "agent_report" => {
                 // Few of these: each is a model turn of agent `a`.
                 if rng.below(3) != 0 {
                     continue;
                 }
-                let body = if kind == "agent_message" {
-                    format!(r#"CALL message_agent {{"agent":"b","body":"relay-{tag}"}}"#)
-                } else {
-                    format!(r#"CALL timer {{"action":"set","in_seconds":1,"body":"wake-{tag}"}}"#)
+                let body = match kind {
+                    "agent_message" => {
+                        format!(r#"CALL message_agent {{"agent":"b","body":"relay-{tag}"}}"#)
+                    }
+                    "agent_timer" => format!(
+                        r#"CALL timer {{"action":"set","in_seconds":1,"body":"wake-{tag}"}}"#
+                    ),
+                    // A day to answer: no default is delivered within the run.
+                    "agent_question" => format!(
+                        r#"CALL question {{"title":"q-{tag}","default":"go on","due_in_seconds":86400}}"#
+                    ),
+                    _ => format!(r#"CALL report {{"title":"rep-{tag}","body":"done"}}"#),
                 };
                 let r = c
                     .request(json!({"op":"message_send","agent":"a","body":body}))

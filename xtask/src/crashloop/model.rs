@@ -15,8 +15,14 @@ pub const KINDS: &[&str] = &[
     "schedule_save",
     "schedule_delete",
     "device_pair",
+    "device_revoke",
+    "upload",
     "agent_message",
     "agent_timer",
+    "agent_question",
+    "question_answer",
+    "agent_report",
+    "report_read",
 ];
 
 #[derive(Default)]
@@ -35,9 +41,18 @@ pub struct Model {
     pub projects: HashSet<String>,
     pub schedules: HashSet<String>,
     pub deleted_schedules: HashSet<String>,
-    pub device_tokens: Vec<String>,
+    /// Paired devices not revoked: (device id, token).
+    pub devices: Vec<(String, String)>,
+    /// Tokens of devices whose revoke was acknowledged.
+    pub revoked: Vec<String>,
+    /// Finished uploads: (path, the bytes sent).
+    pub uploads: Vec<(String, Vec<u8>)>,
     /// Bodies of `message_send`s answered `message_accepted`.
     pub messages: HashSet<String>,
+    /// Answers acknowledged by `question_answered`, by question id.
+    pub answers: HashMap<String, String>,
+    /// Reports whose `report_read` was acknowledged.
+    pub reports_read: HashSet<String>,
     pub acked: BTreeMap<&'static str, u64>,
 }
 
@@ -131,12 +146,63 @@ pub fn check_batch(model: &Model, batch: &[Value]) -> Result<Vec<String>> {
     Ok(problems)
 }
 
+/// The restarted daemon's `question_list` and `report_list` replies against what was
+/// acknowledged: every question and report a tool returned is there, every acknowledged answer
+/// closed its question, every acknowledged read stuck.
+pub fn check_items(
+    model: &Model,
+    tools: &ToolAcks,
+    questions: &Value,
+    reports: &Value,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let open: HashSet<&str> = list(questions, "questions")
+        .iter()
+        .filter_map(|q| q["id"].as_str())
+        .collect();
+    let closed: HashMap<&str, &Value> = list(questions, "closed")
+        .iter()
+        .filter_map(|q| Some((q["id"].as_str()?, q)))
+        .collect();
+    for id in &tools.questions {
+        if !open.contains(id.as_str()) && !closed.contains_key(id.as_str()) {
+            problems.push(format!("acknowledged question {id} lost"));
+        }
+    }
+    for (id, answer) in &model.answers {
+        if open.contains(id.as_str()) {
+            problems.push(format!("answered question {id} is open again"));
+        } else if let Some(q) = closed.get(id.as_str())
+            && q["answer"].as_str() != Some(answer)
+        {
+            problems.push(format!(
+                "question {id}: answer {} not {answer:?}",
+                q["answer"]
+            ));
+        }
+    }
+    let reports: HashMap<&str, &Value> = list(reports, "reports")
+        .iter()
+        .filter_map(|r| Some((r["id"].as_str()?, r)))
+        .collect();
+    for id in &tools.reports {
+        match reports.get(id.as_str()) {
+            None => problems.push(format!("acknowledged report {id} lost")),
+            Some(r) if model.reports_read.contains(id) && r["read"] != true => {
+                problems.push(format!("report {id} was read and is unread again"));
+            }
+            Some(_) => {}
+        }
+    }
+    problems
+}
+
 /// Deliveries seen by the engine (its saved conversations): nothing twice; and the
 /// acknowledged messages not yet delivered.
 pub fn check_deliveries(
     model: &Model,
     held: &HashMap<String, usize>,
-    tool_acks: &(HashSet<String>, HashSet<String>),
+    tool_acks: &ToolAcks,
 ) -> Result<Vec<String>> {
     for (text, n) in held {
         if *n > 1 {
@@ -154,27 +220,49 @@ pub fn check_deliveries(
             .filter(|t| t.lines().next().is_some_and(|h| h.contains(needle)))
             .count()
     };
-    for id in &tool_acks.0 {
+    for id in &tool_acks.messages {
         match named(&format!("· {id}]")) {
             0 => waiting.push(id.clone()),
             1 => {}
             n => bail!("agent message {id} delivered {n} times"),
         }
     }
-    for id in &tool_acks.1 {
+    for id in &tool_acks.timers {
         match named(&format!("timer {id} fired")) {
             0 => waiting.push(id.clone()),
             1 => {}
             n => bail!("timer {id} fired {n} times"),
         }
     }
+    for (id, answer) in &model.answers {
+        let line = format!("A: {answer}");
+        match held
+            .iter()
+            .filter(|(t, _)| t.contains(&line))
+            .map(|(_, n)| n)
+            .sum()
+        {
+            0 => waiting.push(format!("the answer to {id}")),
+            1 => {}
+            n => bail!("the answer to question {id} delivered {n} times"),
+        }
+    }
     Ok(waiting)
 }
 
-/// What the model saw acknowledged by its tools: message ids `message_agent` returned, timer
-/// ids `timer` set returned (the tool results in the recorded requests).
-pub fn tool_acks(requests: &[(String, Value)]) -> (HashSet<String>, HashSet<String>) {
-    let (mut messages, mut timers) = (HashSet::new(), HashSet::new());
+/// What the agents' tools returned, read from the tool results in the model's recorded
+/// requests: message ids from `message_agent`, timer ids from `timer`, question and report
+/// ids from `question` and `report`.
+#[derive(Default)]
+pub struct ToolAcks {
+    pub messages: HashSet<String>,
+    pub timers: HashSet<String>,
+    pub questions: HashSet<String>,
+    pub reports: HashSet<String>,
+}
+
+pub fn tool_acks(requests: &[(String, Value)]) -> ToolAcks {
+    let mut acks = ToolAcks::default();
     for (_, body) in requests {
         for m in body["messages"].as_array().into_iter().flatten() {
             if m["role"] != "tool" {
@@ -186,15 +274,19 @@ pub fn tool_acks(requests: &[(String, Value)]) -> (HashSet<String>, HashSet<Stri
             else {
                 continue;
             };
-            if let Some(id) = v["message"].as_str() {
-                messages.insert(id.to_string());
-            }
-            if let Some(id) = v["timer"].as_str() {
-                timers.insert(id.to_string());
+            for (field, set) in [
+                ("message", &mut acks.messages),
+                ("timer", &mut acks.timers),
+                ("question", &mut acks.questions),
+                ("report", &mut acks.reports),
+            ] {
+                if let Some(id) = v[field].as_str() {
+                    set.insert(id.to_string());
+                }
             }
         }
     }
-    (messages, timers)
+    acks
 }
 
 #[cfg(test)]
@@ -247,10 +339,42 @@ mod tests {
     fn a_second_delivery_fails_and_undelivered_ones_wait() {
         let mut m = Model::default();
         m.messages.insert("hello".into());
-        let none = (HashSet::new(), HashSet::new());
+        let none = ToolAcks::default();
         let held = HashMap::from([("hello".to_string(), 2)]);
         assert!(check_deliveries(&m, &held, &none).is_err());
         let held = HashMap::new();
         assert_eq!(check_deliveries(&m, &held, &none).unwrap(), vec!["hello"]);
+        m.messages.clear();
+        m.answers.insert("q-1".into(), "ans-1".into());
+        let once = HashMap::from([("[question · q-1]\nQ: t\nA: ans-1".to_string(), 1)]);
+        assert!(check_deliveries(&m, &once, &none).unwrap().is_empty());
+        let twice = HashMap::from([
+            ("[question · q-1]\nQ: t\nA: ans-1".to_string(), 1),
+            ("Q: t\nA: ans-1".to_string(), 1),
+        ]);
+        assert!(check_deliveries(&m, &twice, &none).is_err());
+    }
+
+    #[test]
+    fn lost_questions_reopened_answers_and_unread_reports_are_found() {
+        let mut m = Model::default();
+        let tools = ToolAcks {
+            questions: ["q-1", "q-2", "q-3"].map(String::from).into(),
+            reports: ["r-1", "r-2"].map(String::from).into(),
+            ..ToolAcks::default()
+        };
+        m.answers.insert("q-2".into(), "yes".into());
+        m.answers.insert("q-3".into(), "no".into());
+        m.reports_read.insert("r-1".into());
+        let questions =
+            json!({"questions":[{"id":"q-2"}],"closed":[{"id":"q-3","answer":"maybe"}]});
+        let reports = json!({"reports":[{"id":"r-1","read":false}]});
+        let problems = check_items(&m, &tools, &questions, &reports);
+        // q-1 lost, q-2 open again, q-3's answer, r-1 unread, r-2 lost.
+        assert_eq!(problems.len(), 5, "{problems:?}");
+        let questions = json!({"questions":[{"id":"q-1"}],
+            "closed":[{"id":"q-2","answer":"yes"},{"id":"q-3","answer":"no"}]});
+        let reports = json!({"reports":[{"id":"r-1","read":true},{"id":"r-2","read":false}]});
+        assert!(check_items(&m, &tools, &questions, &reports).is_empty());
     }
 }

@@ -202,6 +202,11 @@ pub(crate) struct Messages {
 }
 
 impl Messages {
+    /// Whether a message with this dedupe key was ever accepted.
+    pub(crate) fn has_dedupe_key(&self, key: &str) -> bool {
+        self.dedupe.contains_key(key)
+    }
+
     pub(crate) fn open(store: &StateDir) -> Result<Messages, HubError> {
         let (log, records) = store.open_log::<Record>("messages.jsonl")?;
         let mut messages = Messages {
