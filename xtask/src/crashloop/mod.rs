@@ -384,11 +384,21 @@ async fn drive(
                 }
             }
             "workspace" => {
-                let path = &projects[rng.below(projects.len() as u64) as usize];
+                // Mostly a new directory, so the workspace grows; now and then one added before.
+                let path = if rng.below(4) == 0 {
+                    projects[rng.below(projects.len() as u64) as usize].clone()
+                } else {
+                    let Some(parent) = std::path::Path::new(&projects[0]).parent() else {
+                        continue;
+                    };
+                    let dir = parent.join("w").join(&tag);
+                    std::fs::create_dir_all(&dir)?;
+                    dir.display().to_string()
+                };
                 let r = c.request(json!({"op":"project_add","path":path})).await?;
                 if r["type"] == "workspaces" {
                     let mut m = lock(&model);
-                    m.projects.insert(path.clone());
+                    m.projects.insert(path);
                     m.ack(kind);
                 }
             }
