@@ -238,7 +238,8 @@ pub fn check_deliveries(
         let line = format!("A: {answer}");
         match held
             .iter()
-            .filter(|(t, _)| t.contains(&line))
+            // The whole line: `ans-r1-2` is a prefix of `ans-r1-23`.
+            .filter(|(t, _)| t.lines().any(|l| l == line))
             .map(|(_, n)| n)
             .sum()
         {
@@ -353,6 +354,13 @@ mod tests {
             ("Q: t\nA: ans-1".to_string(), 1),
         ]);
         assert!(check_deliveries(&m, &twice, &none).is_err());
+        // Another question's answer that merely starts with this one's is not a second
+        // delivery.
+        let prefixed = HashMap::from([
+            ("[question · q-1]\nQ: t\nA: ans-1".to_string(), 1),
+            ("[question · q-2]\nQ: u\nA: ans-12".to_string(), 1),
+        ]);
+        assert!(check_deliveries(&m, &prefixed, &none).unwrap().is_empty());
     }
 
     #[test]
