@@ -176,7 +176,7 @@ async fn run_loop(options: Options) -> Result<bool> {
     if let Err(e) = waiting_deliveries(&model, &env, &fake) {
         problems.push(format!("{e:#}"));
     }
-    let tools = model::tool_acks(&fake.requests());
+    let tools = tool_acks(&model, &fake);
     let m = lock(&model);
     println!(
         "crashloop: {} kills in {:.1?}, seed {seed}",
@@ -237,8 +237,17 @@ fn waiting_deliveries(
     fake: &FakeModel,
 ) -> Result<Vec<String>> {
     let held = env.saved_user_messages()?;
-    let tools = model::tool_acks(&fake.requests());
+    let tools = tool_acks(model, fake);
     model::check_deliveries(&lock(model), &held, &tools)
+}
+
+/// Every tool acknowledgement so far: the fake model's new requests are read once and
+/// dropped (each holds its whole conversation, so keeping them all grows quadratically).
+fn tool_acks(model: &Arc<Mutex<Model>>, fake: &FakeModel) -> model::ToolAcks {
+    let new = fake.take_requests();
+    let mut m = lock(model);
+    m.tools.absorb(&new);
+    m.tools.clone()
 }
 
 /// The checks of a fresh start: the connect batch and the question and report lists against
@@ -260,7 +269,7 @@ async fn verify(
     let reports = desk
         .request(json!({"op":"report_list","limit":REPORT_LIST_MAX}))
         .await?;
-    let tools = model::tool_acks(&fake.requests());
+    let tools = tool_acks(model, fake);
     problems.extend(model::check_items(
         &lock(model),
         &tools,

@@ -54,6 +54,9 @@ pub struct Model {
     /// Reports whose `report_read` was acknowledged.
     pub reports_read: HashSet<String>,
     pub acked: BTreeMap<&'static str, u64>,
+    /// What the agents' tools returned so far (read from the fake model's requests as they
+    /// are taken).
+    pub tools: ToolAcks,
 }
 
 impl Model {
@@ -254,7 +257,7 @@ pub fn check_deliveries(
 /// What the agents' tools returned, read from the tool results in the model's recorded
 /// requests: message ids from `message_agent`, timer ids from `timer`, question and report
 /// ids from `question` and `report`.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct ToolAcks {
     pub messages: HashSet<String>,
     pub timers: HashSet<String>,
@@ -262,32 +265,34 @@ pub struct ToolAcks {
     pub reports: HashSet<String>,
 }
 
-pub fn tool_acks(requests: &[(String, Value)]) -> ToolAcks {
-    let mut acks = ToolAcks::default();
-    for (_, body) in requests {
-        for m in body["messages"].as_array().into_iter().flatten() {
-            if m["role"] != "tool" {
-                continue;
-            }
-            let Some(v) = m["content"]
-                .as_str()
-                .and_then(|s| serde_json::from_str::<Value>(s).ok())
-            else {
-                continue;
-            };
-            for (field, set) in [
-                ("message", &mut acks.messages),
-                ("timer", &mut acks.timers),
-                ("question", &mut acks.questions),
-                ("report", &mut acks.reports),
-            ] {
-                if let Some(id) = v[field].as_str() {
-                    set.insert(id.to_string());
+impl ToolAcks {
+    /// Adds what the tool results in `requests` name.
+    pub fn absorb(&mut self, requests: &[(String, Value)]) {
+        let acks = self;
+        for (_, body) in requests {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                if m["role"] != "tool" {
+                    continue;
+                }
+                let Some(v) = m["content"]
+                    .as_str()
+                    .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                else {
+                    continue;
+                };
+                for (field, set) in [
+                    ("message", &mut acks.messages),
+                    ("timer", &mut acks.timers),
+                    ("question", &mut acks.questions),
+                    ("report", &mut acks.reports),
+                ] {
+                    if let Some(id) = v[field].as_str() {
+                        set.insert(id.to_string());
+                    }
                 }
             }
         }
     }
-    acks
 }
 
 #[cfg(test)]

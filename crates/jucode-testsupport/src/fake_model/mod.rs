@@ -244,6 +244,12 @@ impl FakeModel {
     pub fn requests(&self) -> Vec<(String, Value)> {
         lock(&self.state.requests).clone()
     }
+
+    /// The requests received since the last call, handed over and forgotten. Each request
+    /// carries its whole conversation, so a long run that keeps them all grows without bound.
+    pub fn take_requests(&self) -> Vec<(String, Value)> {
+        std::mem::take(&mut *lock(&self.state.requests))
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
