@@ -428,7 +428,7 @@ async fn drive(
                 let r = c
                     .request(
                         json!({"op":"schedule_save","schedule":{"agent":"b","name":tag,
-                        "prompt":"tick","repeat":"cron","cron":"0 0 1 1 *","new_session":false}}),
+                        "prompt":format!("tick-{tag}"),"repeat":"cron","cron":"0 0 1 1 *","new_session":false}}),
                     )
                     .await?;
                 if r["type"] == "schedule_saved"
@@ -456,6 +456,31 @@ async fn drive(
                 if r["type"] == "schedule_deleted" {
                     let mut m = lock(&model);
                     m.deleted_schedules.insert(entry);
+                    m.ack(kind);
+                }
+            }
+            "schedule_run" => {
+                // Each task runs at most once, so any second delivery of its prompt is a
+                // duplicate, whether or not its run was acknowledged.
+                let Some(entry) = ({
+                    let m = lock(&model);
+                    let all: Vec<&String> = m
+                        .schedules
+                        .iter()
+                        .filter(|e| !m.runs_tried.contains(*e))
+                        .collect();
+                    (!all.is_empty()).then(|| all[rng.below(all.len() as u64) as usize].clone())
+                }) else {
+                    continue;
+                };
+                lock(&model).runs_tried.insert(entry.clone());
+                let (id, name) = entry.split_once(' ').unwrap_or((&entry, ""));
+                let r = c
+                    .request(json!({"op":"schedule_run","schedule":id}))
+                    .await?;
+                if r["type"] == "schedule_started" {
+                    let mut m = lock(&model);
+                    m.runs.insert(format!("tick-{name}"));
                     m.ack(kind);
                 }
             }

@@ -14,6 +14,7 @@ pub const KINDS: &[&str] = &[
     "requirement",
     "schedule_save",
     "schedule_delete",
+    "schedule_run",
     "device_pair",
     "device_revoke",
     "upload",
@@ -47,6 +48,10 @@ pub struct Model {
     pub revoked: Vec<String>,
     /// Finished uploads: (path, the bytes sent).
     pub uploads: Vec<(String, Vec<u8>)>,
+    /// Scheduled tasks (`id name`) whose `schedule_run` was sent, answered or not.
+    pub runs_tried: HashSet<String>,
+    /// Prompts of the tasks whose `schedule_run` was answered `schedule_started`.
+    pub runs: HashSet<String>,
     /// Bodies of `message_send`s answered `message_accepted`.
     pub messages: HashSet<String>,
     /// Answers acknowledged by `question_answered`, by question id.
@@ -237,6 +242,23 @@ pub fn check_deliveries(
             n => bail!("timer {id} fired {n} times"),
         }
     }
+    // Every task's prompt (`tick-<name>`) at most once; those acknowledged exactly once.
+    let mut ticks: HashMap<&str, usize> = HashMap::new();
+    for (text, n) in held {
+        for line in text.lines().filter(|l| l.starts_with("tick-")) {
+            *ticks.entry(line).or_default() += n;
+        }
+    }
+    for (line, n) in &ticks {
+        if *n > 1 {
+            bail!("scheduled task prompt {line:?} delivered {n} times");
+        }
+    }
+    for prompt in &model.runs {
+        if !ticks.contains_key(prompt.as_str()) {
+            waiting.push(format!("the run of {prompt}"));
+        }
+    }
     for (id, answer) in &model.answers {
         let line = format!("A: {answer}");
         match held
@@ -359,6 +381,22 @@ mod tests {
             ("Q: t\nA: ans-1".to_string(), 1),
         ]);
         assert!(check_deliveries(&m, &twice, &none).is_err());
+        // A scheduled task's prompt: waited for once run, at most once.
+        m.answers.clear();
+        m.runs.insert("tick-r1-2".into());
+        assert_eq!(
+            check_deliveries(&m, &HashMap::new(), &none).unwrap(),
+            vec!["the run of tick-r1-2"]
+        );
+        let ran = HashMap::from([("[schedule · r1-2]\ntick-r1-2".to_string(), 1)]);
+        assert!(check_deliveries(&m, &ran, &none).unwrap().is_empty());
+        let again = HashMap::from([
+            ("[schedule · r1-2]\ntick-r1-2".to_string(), 1),
+            ("tick-r1-2".to_string(), 1),
+        ]);
+        assert!(check_deliveries(&m, &again, &none).is_err());
+        m.runs.clear();
+        m.answers.insert("q-1".into(), "ans-1".into());
         // Another question's answer that merely starts with this one's is not a second
         // delivery.
         let prefixed = HashMap::from([
