@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tempfile::NamedTempFile;
+use tempfile::{NamedTempFile, TempPath};
 
 use crate::error::{Result, StoreError, io_err};
 use crate::fsutil::{parent_dir, set_mode, sync_dir};
@@ -41,6 +41,11 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 
 /// Atomically replaces `path` with `bytes`, leaving it with permission bits
 /// `mode` (not filtered by the umask).
+///
+/// On an error the old file is in place: a failed write or fsync of the new
+/// file drops the temporary file, and a failed fsync of the directory after
+/// the rename puts the old file back (best effort), so a refused change does
+/// not come back after a restart.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = parent_dir(path);
     // Same directory, so the rename cannot cross filesystems.
@@ -48,8 +53,49 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     set_mode(tmp.as_file(), mode, tmp.path())?;
     tmp.write_all(bytes).map_err(io_err(path))?;
     tmp.as_file().sync_all().map_err(io_err(path))?;
+    let old = keep_old(path, dir);
     tmp.persist(path).map_err(|e| io_err(path)(e.error))?;
-    sync_dir(dir)
+    if let Err(e) = sync_dir(dir) {
+        put_back(path, dir, old);
+        return Err(e);
+    }
+    // Dropping `old` removes its second name.
+    Ok(())
+}
+
+/// The file an atomic write replaces, kept until the directory is synced.
+enum Old {
+    /// There was none.
+    Missing,
+    /// A second name (hard link) for it, removed when dropped.
+    Kept(TempPath),
+    /// It could not be kept (a file system without hard links): no way back.
+    Lost,
+}
+
+/// Gives the file at `path` a second, temporary name in `dir`.
+fn keep_old(path: &Path, dir: &Path) -> Old {
+    let linked = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .make_in(dir, |link| fs::hard_link(path, link));
+    match linked {
+        Ok(file) => Old::Kept(file.into_temp_path()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Old::Missing,
+        Err(_) => Old::Lost,
+    }
+}
+
+/// Undoes a rename whose directory sync failed: the old file back under `path`, or no file
+/// when there was none. Best effort, as the failed sync is what the caller reports.
+fn put_back(path: &Path, dir: &Path, old: Old) {
+    let undone = match old {
+        Old::Kept(link) => link.persist(path).map_err(|e| e.error),
+        Old::Missing => fs::remove_file(path),
+        Old::Lost => return,
+    };
+    if undone.is_ok() {
+        let _ = sync_dir(dir);
+    }
 }
 
 /// Every temporary file an atomic write makes starts with this; one left by a crash between

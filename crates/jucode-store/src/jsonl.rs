@@ -18,13 +18,17 @@ const READ_BUF: usize = 256 * 1024;
 /// ending in `'\n'`.
 ///
 /// Opening folds the file and repairs a torn tail left by a crash. Appends are
-/// durable when they return. After a failed write or fsync the log is
-/// poisoned and refuses further appends ([`StoreError::Poisoned`]).
+/// durable when they return. A failed append leaves nothing of its records in
+/// the file when it can (the file is cut back to its length before); after a
+/// failed fsync, or a cut that failed, the log is poisoned and refuses further
+/// appends ([`StoreError::Poisoned`]).
 #[derive(Debug)]
 pub struct JsonlLog {
     path: PathBuf,
     file: File,
     poisoned: bool,
+    /// `File::sync_data`; a unit test puts a failing one in its place.
+    sync: fn(&File) -> std::io::Result<()>,
 }
 
 /// Where folding stopped.
@@ -64,6 +68,7 @@ impl JsonlLog {
             path: path.to_path_buf(),
             file,
             poisoned: false,
+            sync: File::sync_data,
         };
         Ok((log, records))
     }
@@ -116,11 +121,7 @@ impl JsonlLog {
             // append must not continue it. Cut the file back to where it was: then nothing of
             // this record is on disk and the log stays usable, so writes work again once
             // there is space. Only if that fails too is the log given up.
-            let undone = self
-                .file
-                .set_len(before)
-                .and_then(|()| self.file.sync_data());
-            if undone.is_err() {
+            if self.cut_back(before).is_err() {
                 self.poisoned = true;
             }
             return Err(StoreError::Io {
@@ -128,9 +129,12 @@ impl JsonlLog {
                 source,
             });
         }
-        if let Err(source) = self.file.sync_data() {
-            // After a failed fsync the page cache may claim data the disk lacks,
-            // and a retry could report success for it; so stop here for good.
+        if let Err(source) = (self.sync)(&self.file) {
+            // The bytes are in the page cache and would reach the disk later, so a record
+            // whose op is refused would come back after a restart: cut them off (best effort;
+            // the sync of the cut may fail too). Poisoned even so: after a failed fsync the
+            // page cache may claim data the disk lacks, and a retry could report success.
+            let _ = self.cut_back(before);
             self.poisoned = true;
             return Err(StoreError::Io {
                 path: self.path.clone(),
@@ -138,6 +142,12 @@ impl JsonlLog {
             });
         }
         Ok(())
+    }
+
+    /// Truncates the file to `len` and syncs the new size.
+    fn cut_back(&self, len: u64) -> std::io::Result<()> {
+        self.file.set_len(len)?;
+        (self.sync)(&self.file)
     }
 }
 
@@ -236,6 +246,7 @@ mod tests {
             path: PathBuf::from("/dev/full"),
             file: full,
             poisoned: false,
+            sync: File::sync_data,
         };
         let err = log.append(&1u32).unwrap_err();
         assert!(matches!(err, StoreError::Io { .. }), "{err:?}");
@@ -256,5 +267,41 @@ mod tests {
         }
         assert!(err.to_string().contains("/dev/full"));
         assert_eq!(std::fs::metadata(&healthy).unwrap().len(), 0);
+    }
+
+    fn failing_sync(_: &File) -> std::io::Result<()> {
+        Err(std::io::Error::from_raw_os_error(5))
+    }
+
+    /// A failed fsync: the op's record must not stay in the file (the page cache would write
+    /// it out later and it would come back after a restart), and the log refuses appends.
+    #[test]
+    fn a_failed_fsync_cuts_the_record_off_and_poisons_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let (mut log, _) = JsonlLog::open::<u32>(&path).unwrap();
+        log.append_all(&[1u32, 2]).unwrap();
+        let acknowledged = std::fs::read(&path).unwrap();
+
+        log.sync = failing_sync;
+        let err = log.append(&3u32).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Io { source, .. } if source.raw_os_error() == Some(5)),
+            "{err:?}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), acknowledged);
+
+        // Even with fsync working again: poisoned until reopened, and nothing written.
+        log.sync = File::sync_data;
+        let err = log.append(&4u32).unwrap_err();
+        assert!(matches!(err, StoreError::Poisoned { .. }), "{err:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), acknowledged);
+
+        drop(log);
+        let (mut log, records) = JsonlLog::open::<u32>(&path).unwrap();
+        assert_eq!(records, [1, 2]);
+        log.append(&5u32).unwrap();
+        let (_, records) = JsonlLog::open::<u32>(&path).unwrap();
+        assert_eq!(records, [1, 2, 5]);
     }
 }
