@@ -6,7 +6,8 @@
 //! - the file named by `JUCODE_FSYNC_FAIL` exists (the test creates and removes it to switch
 //!   the fault on and off while the daemon runs);
 //! - the descriptor's path (`/proc/self/fd/N`) contains `JUCODE_FSYNC_FAIL_MATCH` (so one log
-//!   can fail while the others work).
+//!   can fail while the others work); a pattern ending in `$` must end the path instead (so a
+//!   directory's own sync can fail while the files in it sync).
 //!
 //! Otherwise the real system call runs (`syscall(2)`, so no `dlsym` lookup of the next
 //! definition is needed). With neither variable set the library changes nothing.
@@ -45,9 +46,13 @@ mod shim {
         contains(target.as_os_str(), &pattern)
     }
 
-    /// Byte-wise substring test; an empty pattern matches every path.
+    /// Byte-wise substring test, or suffix test for a pattern ending in `$`; an empty
+    /// pattern matches every path.
     fn contains(haystack: &OsStr, needle: &OsStr) -> bool {
         let (h, n) = (haystack.as_encoded_bytes(), needle.as_encoded_bytes());
+        if let Some(suffix) = n.strip_suffix(b"$") {
+            return h.ends_with(suffix);
+        }
         n.is_empty() || h.windows(n.len()).any(|w| w == n)
     }
 
@@ -87,6 +92,12 @@ mod shim {
             assert!(contains(path, OsStr::new("")));
             assert!(!contains(path, OsStr::new("sessions.jsonl")));
             assert!(!contains(OsStr::new("short"), OsStr::new("much longer")));
+            assert!(contains(path, OsStr::new(".jsonl$")));
+            assert!(!contains(path, OsStr::new("/daemon$")));
+            assert!(contains(
+                OsStr::new("/tmp/x/.jucode/daemon"),
+                OsStr::new("/daemon$")
+            ));
         }
     }
 }

@@ -17,6 +17,18 @@ pub fn daemon_bin() -> Result<PathBuf> {
     find_bin("jucode-daemon", "jucode-daemon")
 }
 
+/// The `jucode-fsync-fault` preload library (`libjucode_fsync_fault.so`), built first when
+/// missing (`cargo build --workspace` builds it; `cargo test -p jucode-daemon` does not).
+pub fn fsync_fault_lib() -> Result<PathBuf> {
+    let file = format!(
+        "{}jucode_fsync_fault{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let package = "jucode-fsync-fault";
+    build_then_find(package, || find_file(&file, package))
+}
+
 /// The built binary `name` of workspace package `package`.
 ///
 /// Looks, in order, at `CARGO_BIN_EXE_<name>` in the environment (cargo and nextest set it for
@@ -25,15 +37,19 @@ pub fn daemon_bin() -> Result<PathBuf> {
 /// `<target>/<profile>`; this follows the target directory wherever it is), then under
 /// `CARGO_TARGET_DIR`. The error says what to build.
 pub fn find_bin(name: &str, package: &str) -> Result<PathBuf> {
-    let file = format!("{name}{}", std::env::consts::EXE_SUFFIX);
     if let Some(path) = std::env::var_os(format!("CARGO_BIN_EXE_{name}")).map(PathBuf::from)
         && path.is_file()
     {
         return Ok(path);
     }
+    find_file(&format!("{name}{}", std::env::consts::EXE_SUFFIX), package)
+}
+
+/// The built file `file` (a binary or a library) of `package` in the target directory.
+fn find_file(file: &str, package: &str) -> Result<PathBuf> {
     let mut looked = Vec::new();
     for dir in candidate_dirs()? {
-        let candidate = dir.join(&file);
+        let candidate = dir.join(file);
         if candidate.is_file() {
             return Ok(candidate);
         }
@@ -49,13 +65,18 @@ pub fn find_bin(name: &str, package: &str) -> Result<PathBuf> {
 /// target directory when the binary is missing (for binaries of another package that a
 /// plain `cargo test -p <this>` would not build).
 pub fn build_bin(name: &str, package: &str) -> Result<PathBuf> {
-    if let Ok(path) = find_bin(name, package) {
+    build_then_find(package, || find_bin(name, package))
+}
+
+/// `find()`, building `package` first when it finds nothing.
+fn build_then_find(package: &str, find: impl Fn() -> Result<PathBuf>) -> Result<PathBuf> {
+    if let Ok(path) = find() {
         return Ok(path);
     }
     // One build at a time: tests of one binary run in parallel and would all try.
     static BUILDING: Mutex<()> = Mutex::new(());
     let _one = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-    if let Ok(path) = find_bin(name, package) {
+    if let Ok(path) = find() {
         return Ok(path);
     }
     let profile_dir = profile_dir()?;
@@ -87,7 +108,7 @@ pub fn build_bin(name: &str, package: &str) -> Result<PathBuf> {
     if !status.success() {
         bail!("cargo build -p {package} failed ({status})");
     }
-    find_bin(name, package)
+    find()
 }
 
 /// `<target>/<profile>` of the running test binary: its directory, or the parent of its

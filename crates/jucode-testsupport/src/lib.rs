@@ -43,7 +43,7 @@ mod relay;
 
 use std::time::Duration;
 
-pub use bins::{build_bin, daemon_bin, fake_serve_bin, find_bin};
+pub use bins::{build_bin, daemon_bin, fake_serve_bin, find_bin, fsync_fault_lib};
 pub use client::{Client, HttpResponse, Ws, connect_status, http, http_with};
 pub use daemon::{Daemon, DaemonBuilder, Engine};
 pub use home::{TestHome, git};
