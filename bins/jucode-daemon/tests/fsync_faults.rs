@@ -134,7 +134,7 @@ async fn a_log_whose_fsync_fails_refuses_writes_keeps_reads_and_loses_nothing_ac
     assert_eq!(create(&mut c, "first").await["requirement"], "R-1");
     assert_eq!(create(&mut c, "second").await["requirement"], "R-2");
     let log = setup.state("requirements.jsonl");
-    let acknowledged = std::fs::read(&log).unwrap();
+    let acknowledged = std::fs::read_to_string(&log).unwrap();
 
     setup.fault(true);
     let message = error_message(&create(&mut c, "refused").await).to_string();
@@ -143,7 +143,7 @@ async fn a_log_whose_fsync_fails_refuses_writes_keeps_reads_and_loses_nothing_ac
         "{message}"
     );
     // Nothing of the refused record stays in the file for the page cache to write out later.
-    assert_eq!(std::fs::read(&log).unwrap(), acknowledged);
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), acknowledged);
     // From now on the log refuses at once: a retried fsync could falsely succeed.
     let message = error_message(&create(&mut c, "refused again").await).to_string();
     assert!(message.contains("restart the daemon"), "{message}");

@@ -18,7 +18,8 @@ pub fn daemon_bin() -> Result<PathBuf> {
 }
 
 /// The `jucode-fsync-fault` preload library (`libjucode_fsync_fault.so`), built first when
-/// missing (`cargo build --workspace` builds it; `cargo test -p jucode-daemon` does not).
+/// missing (`cargo build --workspace` builds it; `cargo test -p jucode-daemon` does not). One
+/// that is there is taken as it is: after changing the library, build it again.
 pub fn fsync_fault_lib() -> Result<PathBuf> {
     let file = format!(
         "{}jucode_fsync_fault{}",
