@@ -16,6 +16,7 @@ enum Check {
     Examples,
     Conformance,
     CrashloopQuick,
+    NodeReference,
     BenchQuick,
     LoadQuick,
     Fuzz,
@@ -81,6 +82,10 @@ const STEPS: &[(&str, Check)] = &[
             "only",
             "--no-tests=pass",
         ]),
+    ),
+    (
+        "the fan-out bench's Node reference: npm ci (xtask/node-ws, the pinned ws)",
+        Check::NodeReference,
     ),
     ("cargo xtask bench --quick", Check::BenchQuick),
     (
@@ -175,6 +180,16 @@ fn run_check(check: &Check) -> Result<bool> {
             seed: None,
             build: false,
         }),
+        Check::NodeReference => {
+            let node = extension::node_program();
+            extension::check_node(&node)?;
+            let status = Command::new(extension::npm_program(&node))
+                .current_dir(daemon::workspace_root()?.join(bench::NODE_PACKAGE))
+                .args(["ci", "--no-audit", "--no-fund"])
+                .status()
+                .context("running npm ci for the bench's Node reference")?;
+            Ok(status.success())
+        }
         Check::BenchQuick => bench::run(bench::Options {
             quick: true,
             build: true,

@@ -1,6 +1,8 @@
-//! Event fan-out: one session's `assistant_delta` flood to N clients, through the daemon and
-//! through a bare tokio-tungstenite broadcaster. Each delta is `t<unix ns at emission>`; every
-//! client measures receive time minus that stamp, with the same reader code for both.
+//! Event fan-out: one session's `assistant_delta` flood to N clients, through the daemon,
+//! through a bare tokio-tungstenite broadcaster and through a Node broadcaster on the `ws`
+//! library (`xtask/node-ws`, what TypeScript daemons run on). Each delta is `t<unix ns at
+//! emission>`; every client measures receive time minus that stamp, with the same reader code
+//! for all three.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -352,6 +354,93 @@ async fn write_loop(mut sink: SplitSink<Ws, Message>, mut rx: mpsc::UnboundedRec
             return;
         }
     }
+}
+
+/// Where the Node reference lives, relative to the workspace root.
+pub const NODE_PACKAGE: &str = "xtask/node-ws";
+
+/// Why the Node reference cannot run here, if it cannot: the bench installs nothing, it says
+/// what to run instead.
+pub fn node_missing() -> Option<String> {
+    let node = crate::extension::node_program();
+    let runs = std::process::Command::new(&node)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        return Some(format!(
+            "Node reference skipped: {} does not run (install Node.js 20 or later, or set JUCODE_NODE)",
+            node.display()
+        ));
+    }
+    let installed = crate::daemon::workspace_root()
+        .map(|r| {
+            r.join(NODE_PACKAGE)
+                .join("node_modules")
+                .join("ws")
+                .is_dir()
+        })
+        .unwrap_or(false);
+    if !installed {
+        return Some(format!(
+            "Node reference skipped: its ws library is not installed (run: npm ci --prefix {NODE_PACKAGE})"
+        ));
+    }
+    None
+}
+
+/// The Node broadcaster (`broadcast.mjs`): it serialises each frame once, sends the same
+/// buffer to every client and yields to its event loop every 64 frames.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+pub async fn node_run(clients: usize, frames: usize) -> Result<Outcome> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+    let dir = crate::daemon::workspace_root()?.join(NODE_PACKAGE);
+    let mut child = tokio::process::Command::new(crate::extension::node_program())
+        .current_dir(&dir)
+        .arg("broadcast.mjs")
+        .arg(clients.to_string())
+        .arg(frames.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the Node broadcaster")?;
+    let stdout = child.stdout.take().context("node stdout was not piped")?;
+    let mut stdin = child.stdin.take().context("node stdin was not piped")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut next_line = async || {
+        tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .context("the Node broadcaster did not answer in time")?
+            .context("reading the Node broadcaster")?
+            .context("the Node broadcaster exited")
+    };
+    let port: u16 = next_line()
+        .await?
+        .strip_prefix("listening ")
+        .and_then(|p| p.trim().parse().ok())
+        .context("the Node broadcaster did not say where it listens")?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let url = format!("ws://{addr}/");
+    let mut sinks = Vec::with_capacity(clients);
+    let mut readers = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let (sink, stream) = connect(&url, addr).await?.split();
+        sinks.push(sink);
+        readers.push(spawn_reader(stream, frames));
+    }
+    if next_line().await? != "ready" {
+        bail!("the Node broadcaster did not see every client");
+    }
+    let start = Instant::now();
+    stdin.write_all(b"go\n").await?;
+    stdin.flush().await?;
+    let outcome = collect(readers, start, frames).await;
+    drop(stdin);
+    let _ = child.kill().await;
+    drop(sinks);
+    outcome
 }
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 
 mod coldstart;
 mod fanout;
+mod memory;
 mod messages;
 mod page;
 mod paths;
+mod revoke;
 mod seat;
 mod terminals;
 mod timers;
@@ -18,6 +20,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::daemon::{self, Bins};
 
+pub use fanout::NODE_PACKAGE;
+
 pub struct Options {
     pub quick: bool,
     pub build: bool,
@@ -29,6 +33,8 @@ pub struct Options {
 const BENCHES: &[&str] = &[
     "fanout",
     "coldstart",
+    "memory",
+    "revoke",
     "messages",
     "paths",
     "terminals",
@@ -80,6 +86,10 @@ struct Sizes {
     upload_bytes: usize,
     /// The terminal bench.
     terminals: terminals::Sizes,
+    /// Idle hosted sessions of the memory bench.
+    memory_sessions: usize,
+    /// Devices paired and revoked.
+    revokes: usize,
 }
 
 const FULL: Sizes = Sizes {
@@ -104,6 +114,8 @@ const FULL: Sizes = Sizes {
         bytes: 64 * 1024 * 1024,
         keys: 500,
     },
+    memory_sessions: 100,
+    revokes: 50,
 };
 
 const QUICK: Sizes = Sizes {
@@ -128,6 +140,8 @@ const QUICK: Sizes = Sizes {
         bytes: 16 * 1024 * 1024,
         keys: 100,
     },
+    memory_sessions: 100,
+    revokes: 10,
 };
 
 /// Set in the optimized child that a debug xtask hands the measurements to.
@@ -209,18 +223,29 @@ async fn run_all(options: Options) -> Result<bool> {
     let mode = if options.quick { " (--quick)" } else { "" };
     let mut ok = true;
     if options.wants("fanout") {
+        let node_missing = fanout::node_missing();
         println!(
-            "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference",
+            "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference; goals: >= 0.8x bare, >= 3x Node ws",
             sizes.frames, sizes.repeats
         );
         println!(
-            "{:>7}  {:>13}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}",
-            "clients", "daemon fr/s", "ref fr/s", "ratio", "daemon p99", "ref p99", "ratio"
+            "{:>7}  {:>13}  {:>13}  {:>6}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}  {:>11}",
+            "clients",
+            "daemon fr/s",
+            "bare fr/s",
+            "ratio",
+            "node ws fr/s",
+            "ratio",
+            "daemon p99",
+            "bare p99",
+            "ratio",
+            "node p99"
         );
         for &n in sizes.clients {
             let mut daemon_runs = Vec::new();
             let mut reference_runs = Vec::new();
-            // Alternated, so a burst of load elsewhere on the machine hits both alike.
+            let mut node_runs = Vec::new();
+            // Alternated, so a burst of load elsewhere on the machine hits all alike.
             for _ in 0..sizes.repeats {
                 daemon_runs.push(
                     fanout::daemon_run(&bins, n, sizes.frames)
@@ -232,23 +257,51 @@ async fn run_all(options: Options) -> Result<bool> {
                         .await
                         .with_context(|| format!("reference fan-out to {n} clients"))?,
                 );
+                if node_missing.is_none() {
+                    node_runs.push(
+                        fanout::node_run(n, sizes.frames)
+                            .await
+                            .with_context(|| format!("Node ws fan-out to {n} clients"))?,
+                    );
+                }
             }
             let daemon = fanout::Outcome::median(daemon_runs);
             let reference = fanout::Outcome::median(reference_runs);
+            let node = (!node_runs.is_empty()).then(|| fanout::Outcome::median(node_runs));
+            let (node_rate, node_ratio, node_p99) = match &node {
+                Some(node) => (
+                    thousands(node.rate),
+                    format!("{:.2}", daemon.rate / node.rate.max(1e-9)),
+                    millis(node.p99),
+                ),
+                None => ("-".into(), "-".into(), "-".into()),
+            };
             println!(
-                "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>11}  {:>11}  {:>6.2}",
+                "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6.2}  {:>11}",
                 n,
                 thousands(daemon.rate),
                 thousands(reference.rate),
                 daemon.rate / reference.rate,
+                node_rate,
+                node_ratio,
                 millis(daemon.p99),
                 millis(reference.p99),
                 daemon.p99.as_secs_f64() / reference.p99.as_secs_f64().max(1e-9),
+                node_p99,
             );
-            for note in daemon.notes.iter().chain(&reference.notes) {
+            let node_notes = node.iter().flat_map(|o| &o.notes);
+            for note in daemon
+                .notes
+                .iter()
+                .chain(&reference.notes)
+                .chain(node_notes)
+            {
                 println!("         note: {note}");
             }
-            ok &= daemon.complete && reference.complete;
+            ok &= daemon.complete && reference.complete && node.as_ref().is_none_or(|o| o.complete);
+        }
+        if let Some(why) = &node_missing {
+            println!("         note: {why}");
         }
     }
 
@@ -271,6 +324,54 @@ async fn run_all(options: Options) -> Result<bool> {
             millis(cold.reference),
             cold.daemon.as_secs_f64() / cold.reference.as_secs_f64().max(1e-9)
         );
+    }
+    if options.wants("memory") {
+        println!();
+        let m = memory::run(&bins, sizes.memory_sessions)
+            .await
+            .context("memory bench")?;
+        println!(
+            "memory at rest: the daemon process alone; {} idle sessions on the scripted engine after 5 to warm up; ratio = measured / goal",
+            m.sessions
+        );
+        println!(
+            "{:>24}  {:>14}  {:>14}  {:>6}",
+            "", "measured", "goal", "ratio"
+        );
+        let idle = m.idle_kib as f64 * 1024.0;
+        println!(
+            "{:>24}  {:>11} KB  {:>11} KB  {:>6.2}",
+            "idle daemon RSS",
+            thousands(idle / 1000.0),
+            thousands(memory::IDLE_GOAL / 1000.0),
+            idle / memory::IDLE_GOAL
+        );
+        println!(
+            "{:>24}  {:>11} KB  {:>11} KB  {:>6.2}",
+            "per idle session",
+            thousands(m.per_session / 1000.0),
+            thousands(memory::SESSION_GOAL / 1000.0),
+            m.per_session / memory::SESSION_GOAL
+        );
+    }
+    if options.wants("revoke") {
+        println!();
+        let r = revoke::run(&bins, sizes.revokes)
+            .await
+            .context("revoke bench")?;
+        println!(
+            "device_revoke → the device's connection closed: {} paired devices, one at a time; ratio = measured / goal ({} ms)",
+            r.samples,
+            revoke::GOAL.as_millis()
+        );
+        println!("{:>6}  {:>12}  {:>6}", "", "measured", "ratio");
+        for (name, d) in [("p50", r.p50), ("max", r.max)] {
+            println!(
+                "{name:>6}  {:>12}  {:>6.2}",
+                millis(d),
+                d.as_secs_f64() / revoke::GOAL.as_secs_f64()
+            );
+        }
     }
     if options.wants("messages") {
         let m = messages::run(&bins, sizes.messages)

@@ -113,7 +113,7 @@ fn cpu_ticks(pid: u32) -> Result<u64> {
     Ok(field(14)? + field(15)?)
 }
 
-fn rss_kib(pid: u32) -> Result<u64> {
+pub(super) fn rss_kib(pid: u32) -> Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
