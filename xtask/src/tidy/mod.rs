@@ -36,7 +36,8 @@ pub fn run(options: Options) -> Result<bool> {
     ok &= unused_dependencies(&ws)?;
     ok &= file_sizes(&ws)?;
     ok &= generated_protocol_files(&ws.root, options.fix)?;
-    ok &= extension_package(&ws.root);
+    ok &= node_package(&ws.root, crate::extension::PACKAGE);
+    ok &= node_package(&ws.root, crate::bench::NODE_PACKAGE);
     ok &= web_package(&ws.root);
     println!(
         "tidy: {}",
@@ -69,19 +70,16 @@ fn generated_protocol_files(root: &Path, fix: bool) -> Result<bool> {
     }
 }
 
-/// The extension's dependencies are exact versions its lockfile pins.
-fn extension_package(root: &Path) -> bool {
-    let dir = root.join(crate::extension::PACKAGE);
-    match extension::check(&dir) {
+/// A Node package's dependencies (the extension's, the bench's Node reference's) are exact
+/// versions its lockfile pins.
+fn node_package(root: &Path, package: &str) -> bool {
+    match extension::check(&root.join(package)) {
         Ok(n) => {
-            println!(
-                "tidy: ok: {} pins its {n} dependencies exactly in package-lock.json",
-                crate::extension::PACKAGE
-            );
+            println!("tidy: ok: {package} pins its {n} dependencies exactly in package-lock.json");
             true
         }
         Err(e) => {
-            println!("tidy: FAIL: {}: {e}", crate::extension::PACKAGE);
+            println!("tidy: FAIL: {package}: {e}");
             false
         }
     }
