@@ -6,6 +6,8 @@
 //! `terminal/*` requests are answered inside the session's directory only (see
 //! `acp_terminal` for the commands it asks the daemon to run).
 
+mod replay;
+
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -68,9 +70,26 @@ impl EngineFactory for AcpEngine {
             },
             input_tx,
         )?;
+        let acp = self.session(spec, &options, command, child, terminals, events);
+        tokio::spawn(acp.run(ops, input_rx));
+        Ok(handle)
+    }
+}
+
+impl AcpEngine {
+    /// The session's state around its running `child`.
+    fn session(
+        &self,
+        spec: StartSpec,
+        options: &EngineOptions,
+        label: String,
+        child: ChildProc,
+        terminals: Terminals,
+        events: mpsc::Sender<jucode_engine::EngineOutput>,
+    ) -> Acp {
         let image_roots = vec![spec.cwd.clone(), self.config.upload_dir()];
-        let acp = Acp {
-            label: command,
+        Acp {
+            label,
             cwd: spec.cwd,
             image_roots,
             mode: options.mode(),
@@ -90,9 +109,7 @@ impl EngineFactory for AcpEngine {
             terminals,
             denied: HashSet::new(),
             call_terminals: HashMap::new(),
-        };
-        tokio::spawn(acp.run(ops, input_rx));
-        Ok(handle)
+        }
     }
 }
 
@@ -110,7 +127,7 @@ struct Permission {
     options: Vec<Value>,
 }
 
-struct Acp {
+pub(crate) struct Acp {
     label: String,
     cwd: PathBuf,
     image_roots: Vec<PathBuf>,
@@ -146,14 +163,18 @@ impl Acp {
         mut ops: mpsc::UnboundedReceiver<Object>,
         mut input: mpsc::UnboundedReceiver<Input>,
     ) {
+        self.open().await;
+        crate::child::drive(&mut self, &mut ops, &mut input).await;
+    }
+
+    /// Sends `initialize`. A failed write means the process is gone: its exit arrives as input.
+    async fn open(&mut self) {
         let init = json!({
             "protocolVersion": 1,
             "clientCapabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": true},
             "clientInfo": {"name": "jucode", "title": "jucode daemon", "version": env!("CARGO_PKG_VERSION")},
         });
-        // A failed write means the process is gone: its exit arrives as input below.
         self.request(Request::Initialize, "initialize", init).await;
-        crate::child::drive(&mut self, &mut ops, &mut input).await;
     }
 
     async fn write(&mut self, frame: Value) -> bool {

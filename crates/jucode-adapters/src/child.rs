@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use jucode_engine::EngineError;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, Command};
+use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::process::Command;
 use tokio::sync::mpsc;
 
 /// How long a child gets after its stdin closes before its group is signalled.
@@ -48,7 +48,8 @@ pub(crate) struct Spawn<'a> {
 
 /// A running child.
 pub(crate) struct ChildProc {
-    stdin: Option<ChildStdin>,
+    /// The process's stdin; boxed so a detached child (no process) can write nowhere.
+    stdin: Option<Box<dyn AsyncWrite + Unpin + Send>>,
     pid: Option<u32>,
     exited: Arc<AtomicBool>,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -113,21 +114,10 @@ impl ChildProc {
             loop {
                 match lines.next_line().await {
                     Ok(Some(line)) => {
-                        let line = line.trim();
-                        // Some builds print diagnostics on stdout: only JSON objects are frames.
-                        if !line.starts_with('{') {
-                            if !line.is_empty() {
-                                tracing::debug!("{label} printed a non-JSON line: {line}");
-                            }
-                            continue;
-                        }
-                        match serde_json::from_str::<Value>(line) {
-                            Ok(frame) => {
-                                if input.send(Input::Frame(generation, frame)).is_err() {
-                                    break;
-                                }
-                            }
-                            Err(e) => tracing::warn!("{label} printed a bad JSON line: {e}"),
+                        if let Some(frame) = frame_of(&line, &label)
+                            && input.send(Input::Frame(generation, frame)).is_err()
+                        {
+                            break;
                         }
                     }
                     Ok(None) => break,
@@ -155,13 +145,26 @@ impl ChildProc {
             let _ = input.send(Input::Exited(generation, how));
         });
         Ok(ChildProc {
-            stdin: Some(stdin),
+            stdin: Some(Box::new(stdin)),
             pid,
             exited,
             stderr: tail,
             generation,
             label: spec.label,
         })
+    }
+
+    /// A child with no process behind it: what it is sent is kept in `written`, stopping it
+    /// does nothing. For [`crate::replay`], which feeds an adapter lines itself.
+    pub(crate) fn detached(generation: u64, label: &str, written: Written) -> ChildProc {
+        ChildProc {
+            stdin: Some(Box::new(written)),
+            pid: None,
+            exited: Arc::new(AtomicBool::new(true)),
+            stderr: Arc::new(Mutex::new(VecDeque::new())),
+            generation,
+            label: label.to_string(),
+        }
     }
 
     /// Writes one frame as a line. A failure means the child is gone; its exit follows.
@@ -185,7 +188,10 @@ impl ChildProc {
     /// tools the engine started do not outlive it.
     pub(crate) fn stop(mut self) {
         self.stdin = None;
-        let pid = self.pid;
+        // No process (a detached child, or one already reaped): nothing to signal.
+        let Some(pid) = self.pid else {
+            return;
+        };
         let exited = self.exited.clone();
         tokio::spawn(async move {
             for (wait, signal) in [
@@ -196,7 +202,7 @@ impl ChildProc {
                 if exited.load(Ordering::SeqCst) {
                     return;
                 }
-                signal_group(pid, signal);
+                signal_group(Some(pid), signal);
             }
         });
     }
@@ -208,6 +214,67 @@ impl ChildProc {
             .lock()
             .map(|t| t.iter().cloned().collect())
             .unwrap_or_default()
+    }
+}
+
+/// What a detached child was sent, kept in memory.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Written(Arc<Mutex<Vec<u8>>>);
+
+impl Written {
+    /// Takes what was written so far.
+    pub(crate) fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default()
+    }
+}
+
+impl AsyncWrite for Written {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let Ok(mut kept) = self.0.lock() else {
+            return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        };
+        kept.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// One stdout line as the frame it carries: JSON objects only, since some builds print
+/// diagnostics on stdout too.
+pub(crate) fn frame_of(line: &str, label: &str) -> Option<Value> {
+    let line = line.trim();
+    if !line.starts_with('{') {
+        if !line.is_empty() {
+            tracing::debug!("{label} printed a non-JSON line: {line}");
+        }
+        return None;
+    }
+    match serde_json::from_str::<Value>(line) {
+        Ok(frame) => Some(frame),
+        Err(e) => {
+            tracing::warn!("{label} printed a bad JSON line: {e}");
+            None
+        }
     }
 }
 

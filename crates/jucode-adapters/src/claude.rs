@@ -15,6 +15,7 @@
 
 mod frames;
 mod ops;
+mod replay;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -113,10 +114,35 @@ impl EngineFactory for ClaudeEngine {
     }
 
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
+        let (handle, ops, events) = jucode_engine::channel();
+        let (input_tx, input_rx) = mpsc::unbounded_channel();
+        let mut claude = self.session(spec, None, events, input_tx)?;
+        claude.spawn()?;
+        tokio::spawn(claude.run(ops, input_rx));
+        Ok(handle)
+    }
+}
+
+impl ClaudeEngine {
+    /// The session's state before its CLI starts. `program` given: no search for the CLI.
+    fn session(
+        &self,
+        spec: StartSpec,
+        program: Option<PathBuf>,
+        events: mpsc::Sender<jucode_engine::EngineOutput>,
+        input_tx: mpsc::UnboundedSender<Input>,
+    ) -> Result<Claude, EngineError> {
         let options = EngineOptions::parse(&spec.options)?;
         let flags = Flags::from_options(&spec.options)?;
-        let program =
-            crate::discover::find_binary("claude", "CLAUDE_BIN", &options, &self.config.user_home)?;
+        let program = match program {
+            Some(program) => program,
+            None => crate::discover::find_binary(
+                "claude",
+                "CLAUDE_BIN",
+                &options,
+                &self.config.user_home,
+            )?,
+        };
         let config_dir = options
             .env_var("CLAUDE_CONFIG_DIR")
             .map(PathBuf::from)
@@ -130,12 +156,10 @@ impl EngineFactory for ClaudeEngine {
                 spec.session
             )));
         }
-        let (handle, ops, events) = jucode_engine::channel();
-        let (input_tx, input_rx) = mpsc::unbounded_channel();
         let mut roots = vec![spec.cwd.clone()];
         roots.extend(spec.extra_dirs.iter().cloned());
         roots.push(self.config.upload_dir());
-        let mut claude = Claude {
+        Ok(Claude {
             program,
             session: spec.session.clone(),
             cwd: spec.cwd.clone(),
@@ -179,10 +203,7 @@ impl EngineFactory for ClaudeEngine {
                 files: agent_tools::files_dir(&self.config.jucode_home),
                 tools,
             }),
-        };
-        claude.spawn()?;
-        tokio::spawn(claude.run(ops, input_rx));
-        Ok(handle)
+        })
     }
 }
 
@@ -260,7 +281,7 @@ struct Permission {
     shown: Value,
 }
 
-struct Claude {
+pub(crate) struct Claude {
     program: PathBuf,
     session: String,
     cwd: PathBuf,
@@ -425,12 +446,7 @@ impl Claude {
         mut ops: mpsc::UnboundedReceiver<Object>,
         mut input: mpsc::UnboundedReceiver<Input>,
     ) {
-        let started = self.emit_start().await && {
-            self.control(Request::Initialize, initialize_request())
-                .await;
-            true
-        };
-        if !started {
+        if !self.open().await {
             self.shutdown(&mut input).await;
             return;
         }
@@ -460,6 +476,15 @@ impl Claude {
             }
         }
         self.shutdown(&mut input).await;
+    }
+
+    /// The session's first events and the CLI's `initialize`; `false` ends the session.
+    async fn open(&mut self) -> bool {
+        self.emit_start().await && {
+            self.control(Request::Initialize, initialize_request())
+                .await;
+            true
+        }
     }
 
     /// Stops the CLI, waits for it, and reports a requested stop.

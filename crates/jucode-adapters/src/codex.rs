@@ -26,6 +26,7 @@
 mod frames;
 mod notifications;
 mod ops;
+mod replay;
 mod restart;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -220,9 +221,35 @@ impl EngineFactory for CodexEngine {
     }
 
     fn start(&self, spec: StartSpec) -> Result<EngineHandle, EngineError> {
+        let (handle, ops, events) = jucode_engine::channel();
+        let (input_tx, input_rx) = mpsc::unbounded_channel();
+        let mut codex = self.session(spec, None, events, input_tx)?;
+        codex.child = Some(codex.launch.spawn(&codex.cwd, codex.gateway, 1)?);
+        tokio::spawn(codex.run(ops, input_rx));
+        Ok(handle)
+    }
+}
+
+impl CodexEngine {
+    /// The session's state before its app-server starts. `program` given: no search for
+    /// the CLI.
+    fn session(
+        &self,
+        spec: StartSpec,
+        program: Option<PathBuf>,
+        events: mpsc::Sender<jucode_engine::EngineOutput>,
+        input_tx: mpsc::UnboundedSender<Input>,
+    ) -> Result<Codex, EngineError> {
         let options = EngineOptions::parse(&spec.options)?;
-        let program =
-            crate::discover::find_binary("codex", "CODEX_BIN", &options, &self.config.user_home)?;
+        let program = match program {
+            Some(program) => program,
+            None => crate::discover::find_binary(
+                "codex",
+                "CODEX_BIN",
+                &options,
+                &self.config.user_home,
+            )?,
+        };
         let resume_thread = spec.resume.then(|| self.thread_for(&spec.session));
         // Until `initialize` names it: where Codex keeps its sessions.
         let codex_home = options
@@ -230,8 +257,6 @@ impl EngineFactory for CodexEngine {
             .filter(|h| !h.is_empty())
             .map(PathBuf::from)
             .unwrap_or_else(|| self.config.user_home.join(".codex"));
-        let (handle, ops, events) = jucode_engine::channel();
-        let (input_tx, input_rx) = mpsc::unbounded_channel();
         let mut roots = vec![spec.cwd.clone()];
         roots.extend(spec.extra_dirs.iter().cloned());
         roots.push(self.config.upload_dir());
@@ -256,8 +281,7 @@ impl EngineFactory for CodexEngine {
             endpoint: self.config.gateway.clone(),
             input: input_tx,
         };
-        let child = launch.spawn(&spec.cwd, gateway, 1)?;
-        let codex = Codex {
+        Ok(Codex {
             map: ThreadMap::path(&self.config),
             map_lock: self.map_lock.clone(),
             session: spec.session,
@@ -273,7 +297,7 @@ impl EngineFactory for CodexEngine {
             thinking: None,
             resume_thread,
             codex_home,
-            child: Some(child),
+            child: None,
             sink: Sink::new(events),
             thread: None,
             busy: false,
@@ -295,9 +319,7 @@ impl EngineFactory for CodexEngine {
             gateway,
             restart: restart::Restart::None,
             reopening: false,
-        };
-        tokio::spawn(codex.run(ops, input_rx));
-        Ok(handle)
+        })
     }
 }
 
@@ -342,7 +364,7 @@ struct Pending {
     shown: Value,
 }
 
-struct Codex {
+pub(crate) struct Codex {
     map: MapPath,
     map_lock: Arc<Mutex<()>>,
     session: String,
@@ -406,10 +428,14 @@ impl Codex {
         mut ops: mpsc::UnboundedReceiver<Object>,
         mut input: mpsc::UnboundedReceiver<Input>,
     ) {
-        let init = restart::initialize_params();
-        // A failed write means the process is gone: its exit arrives as input below.
-        self.request(Request::Initialize, "initialize", init).await;
+        self.open().await;
         crate::child::drive(&mut self, &mut ops, &mut input).await;
+    }
+
+    /// Sends `initialize`. A failed write means the process is gone: its exit arrives as input.
+    async fn open(&mut self) {
+        let init = restart::initialize_params();
+        self.request(Request::Initialize, "initialize", init).await;
     }
 
     async fn write(&mut self, frame: &Value) -> bool {

@@ -11,6 +11,7 @@
 //! plumbing), `turns` (the message queue and approvals every adapter keeps), `runs` (the
 //! subagent entries and lifecycle events Claude Code and Codex traces share) and
 //! `agent_tools` (a long-lived agent's MCP server and prompt for Claude Code and Codex).
+//! [`replay`] feeds an adapter stdout lines with no process behind it (the fuzz targets' seam).
 
 pub mod acp;
 mod acp_terminal;
@@ -29,6 +30,7 @@ pub mod discover;
 pub mod gateway;
 pub mod history;
 pub mod options;
+pub mod replay;
 mod runs;
 pub mod tui;
 mod turns;

@@ -68,6 +68,7 @@ pub use gateway::{Gateway, GroupsFuture};
 pub use notifications::Notification;
 pub use requirements::titles::{TitleFuture, TitleModel, TitleModelError};
 pub use skills::{CatalogFuture, InstallFuture, SkillCatalog, Skills, valid_id as valid_skill_id};
+pub use uploads::UploadDesk;
 pub use usage::{Billing, Charge, ChargesFuture};
 
 /// What the hub needs from its host.

@@ -205,10 +205,13 @@ impl Hub {
     pub(crate) fn uploads_dir(&self) -> PathBuf {
         self.config.home.join("uploads")
     }
+}
 
-    /// Starts an upload with its first chunk.
-    fn upload_start(
+impl Uploads {
+    /// Starts an upload with its first chunk, under `dir` in the date folder of `now`.
+    fn start(
         &self,
+        (dir, now): (&Path, jiff::Timestamp),
         client: ClientId,
         name: &str,
         bytes: &[u8],
@@ -216,14 +219,11 @@ impl Hub {
         alive: &dyn Fn(ClientId) -> bool,
     ) -> Result<DaemonEvent, UploadError> {
         let name = clean_name(name).map_err(UploadError::BadName)?;
-        self.uploads.sweep(client, alive);
-        let now = self.config.clock.now();
-        let n = self.uploads.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.sweep(client, alive);
+        let n = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         let id = format!("u-{}-{n}", now.as_millisecond());
         // The date folder is the UTC date, so it does not move with the machine's zone.
-        let dir = self
-            .uploads_dir()
-            .join(now.strftime("%Y-%m-%d").to_string());
+        let dir = dir.join(now.strftime("%Y-%m-%d").to_string());
         std::fs::create_dir_all(&dir).map_err(io_error(&dir))?;
         let done = dir.join(format!("{id}-{name}"));
         let part = dir.join(format!("{id}-{name}.part"));
@@ -245,15 +245,13 @@ impl Hub {
         };
         let event = write(&mut upload, bytes, last)?;
         if !last {
-            self.uploads
-                .lock()
-                .insert(id, Arc::new(Mutex::new(Some(upload))));
+            self.lock().insert(id, Arc::new(Mutex::new(Some(upload))));
         }
         Ok(event)
     }
 
     /// Continues an upload at `offset`.
-    fn upload_continue(
+    fn resume(
         &self,
         client: ClientId,
         id: &str,
@@ -262,7 +260,6 @@ impl Hub {
         last: bool,
     ) -> Result<DaemonEvent, UploadError> {
         let slot = self
-            .uploads
             .lock()
             .get(id)
             .cloned()
@@ -290,14 +287,17 @@ impl Hub {
             Ok(DaemonEvent::UploadPart { .. }) => {}
             _ => {
                 *guard = None;
-                self.uploads.lock().remove(id);
+                self.lock().remove(id);
             }
         }
         written
     }
 
-    fn upload_chunk(
+    /// One `upload` op's chunk, for an upload under `dir`.
+    fn chunk(
         &self,
+        dir: &Path,
+        now: jiff::Timestamp,
         client: ClientId,
         chunk: Chunk,
         alive: &dyn Fn(ClientId) -> bool,
@@ -307,43 +307,87 @@ impl Hub {
             (None, Some(id)) => {
                 let offset = chunk.offset.ok_or(UploadError::NoOffset)?;
                 let bytes = decode(&chunk.data)?;
-                self.upload_continue(client, &id, offset, &bytes, chunk.last)
+                self.resume(client, &id, offset, &bytes, chunk.last)
             }
             (Some(name), None) => {
                 if let Some(offset) = chunk.offset.filter(|o| *o != 0) {
                     return Err(UploadError::FirstOffset(offset));
                 }
                 let bytes = decode(&chunk.data)?;
-                self.upload_start(client, &name, &bytes, chunk.last, alive)
+                self.start((dir, now), client, &name, &bytes, chunk.last, alive)
             }
             (None, None) => Err(UploadError::NoStart),
         }
     }
 }
 
+impl Chunk {
+    fn of(op: UploadsOp) -> Chunk {
+        let UploadsOp::Upload {
+            name,
+            upload,
+            offset,
+            data,
+            last,
+        } = op;
+        Chunk {
+            name,
+            upload,
+            offset,
+            data,
+            last,
+        }
+    }
+}
+
+/// The `upload` op's chunk handling alone, over a folder of its own and with the time and
+/// the connections given by the caller: what the hub runs for every chunk, with nothing else
+/// of the hub around it. The seam the `upload_chunks` fuzz target drives.
+#[derive(Default)]
+pub struct UploadDesk {
+    uploads: Uploads,
+}
+
+impl std::fmt::Debug for UploadDesk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UploadDesk")
+            .field("open", &self.uploads.lock().len())
+            .finish()
+    }
+}
+
+impl UploadDesk {
+    /// Handles one chunk (an op as `DaemonOp` parsing gives it, limits checked, as the hub gets it)
+    /// from `client` at `now`, for an upload under `dir`; `alive` says which connections
+    /// are still there. The text of an error is the error frame's message.
+    pub fn chunk(
+        &self,
+        dir: &Path,
+        now: jiff::Timestamp,
+        client: ClientId,
+        op: UploadsOp,
+        alive: &dyn Fn(ClientId) -> bool,
+    ) -> Result<DaemonEvent, String> {
+        self.uploads
+            .chunk(dir, now, client, Chunk::of(op), alive)
+            .map_err(|e| e.to_string())
+    }
+}
+
 /// Answers `upload` off the connection's task: decoding and writing 4 MB takes a while, and
 /// nothing else on the connection (or in the hub) should wait for it.
 pub(crate) fn handle(cx: &OpCx<'_>, op: UploadsOp) -> Result<(), OpError> {
-    let UploadsOp::Upload {
-        name,
-        upload,
-        offset,
-        data,
-        last,
-    } = op;
-    let chunk = Chunk {
-        name,
-        upload,
-        offset,
-        data,
-        last,
-    };
+    let chunk = Chunk::of(op);
     let hub: Arc<Hub> = cx.hub.clone();
     let client = cx.client;
     let id = cx.id.clone();
     tokio::task::spawn_blocking(move || {
         let alive = |c: ClientId| hub.lock().clients.auth(c).is_some();
-        let reply = match hub.upload_chunk(client, chunk, &alive) {
+        let now = hub.config.clock.now();
+        let reply = match hub
+            .uploads
+            .chunk(&hub.uploads_dir(), now, client, chunk, &alive)
+        {
             Ok(event) => Reply::to(id, event),
             Err(e) => Reply::error(id, e.to_string()),
         };

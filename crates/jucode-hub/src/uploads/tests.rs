@@ -50,3 +50,70 @@ fn chunks_are_decoded_within_the_limit() {
         Err(UploadError::NotBase64(_))
     ));
 }
+
+fn op(
+    name: Option<&str>,
+    upload: Option<&str>,
+    offset: Option<u64>,
+    data: &[u8],
+    last: bool,
+) -> UploadsOp {
+    use base64::Engine as _;
+    UploadsOp::Upload {
+        name: name.map(str::to_string),
+        upload: upload.map(str::to_string),
+        offset,
+        data: base64::engine::general_purpose::STANDARD.encode(data),
+        last,
+    }
+}
+
+#[test]
+fn the_desk_reassembles_in_order_and_refuses_gaps_overlaps_and_strangers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("uploads");
+    let desk = UploadDesk::default();
+    let now = jiff::Timestamp::from_second(1_780_000_000).unwrap();
+    let alive = |_: ClientId| true;
+    let me = ClientId(1);
+    let first = desk
+        .chunk(
+            &dir,
+            now,
+            me,
+            op(Some("a.txt"), None, None, b"hel", false),
+            &alive,
+        )
+        .unwrap();
+    let DaemonEvent::UploadPart { upload, size: 3 } = first else {
+        panic!("{first:?}");
+    };
+    let id = Some(upload.as_str());
+    // A gap, an overlap and another connection are refused, and change nothing.
+    for (client, offset) in [(me, 4), (me, 2), (ClientId(2), 3)] {
+        let refused = desk.chunk(
+            &dir,
+            now,
+            client,
+            op(None, id, Some(offset), b"lo", false),
+            &alive,
+        );
+        assert!(
+            refused.is_err(),
+            "offset {offset} from {client:?}: {refused:?}"
+        );
+    }
+    let done = desk
+        .chunk(&dir, now, me, op(None, id, Some(3), b"lo", true), &alive)
+        .unwrap();
+    let DaemonEvent::Uploaded { path, size: 5, .. } = done else {
+        panic!("{done:?}");
+    };
+    assert!(Path::new(&path).starts_with(&dir));
+    assert_eq!(std::fs::read(&path).unwrap(), b"hello");
+    // Finished: nothing more goes to it.
+    assert!(
+        desk.chunk(&dir, now, me, op(None, id, Some(5), b"!", true), &alive)
+            .is_err()
+    );
+}

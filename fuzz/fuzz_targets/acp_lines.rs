@@ -1,0 +1,11 @@
+//! An ACP agent's JSON-RPC stdout (responses, session updates, fs and terminal requests), line
+//! by line through the adapter's own translation into events.
+#![no_main]
+
+#[path = "common/engine_lines.rs"]
+mod engine_lines;
+
+use jucode_adapters::replay::Engine;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| engine_lines::run(Engine::Acp, data));
