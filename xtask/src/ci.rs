@@ -194,6 +194,8 @@ fn run_check(check: &Check) -> Result<bool> {
             quick: true,
             build: true,
             only: None,
+            frames: None,
+            clients: None,
         }),
         // The bench step built the release binaries; cargo only checks them here.
         Check::LoadQuick => load::run(load::Options {

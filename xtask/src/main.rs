@@ -23,10 +23,11 @@ usage: cargo xtask <command>
 commands:
   conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
                                      (FILTER: run only fixtures whose name contains it)
-  bench [--quick] [--no-build] [--only LIST]
+  bench [--quick] [--no-build] [--only LIST] [--frames N] [--clients LIST]
                                      the release daemon against in-process references (LIST: comma-
                                      separated of fanout, coldstart, messages, paths, terminals,
-                                     timers, usage, upload, page; default all)
+                                     timers, usage, upload, page; default all; --frames and
+                                     --clients size the fan-out runs, for profiling one of them)
   load [--quick] [--no-build] [--clients N] [--rate R] [--seconds S] [--sessions M] [--stream-ms MS] [--keepalive S]
                                      the release daemon under N clients x R ops/s while M sessions
                                      stream, one client stalled; fails on any error, a slow close or RSS
@@ -95,6 +96,8 @@ fn run() -> Result<bool> {
                 quick: false,
                 build: true,
                 only: None,
+                frames: None,
+                clients: None,
             };
             let mut args = rest.iter();
             while let Some(arg) = args.next() {
@@ -106,6 +109,20 @@ fn run() -> Result<bool> {
                             bail!("--only needs a list of benches\n{USAGE}");
                         };
                         options.only = Some(bench::select(list)?);
+                    }
+                    "--frames" => {
+                        let n = args.next().and_then(|n| n.parse().ok());
+                        let Some(n) = n else {
+                            bail!("--frames needs a number\n{USAGE}");
+                        };
+                        options.frames = Some(n);
+                    }
+                    "--clients" => {
+                        let list = args.next().map(|l| bench::client_counts(l));
+                        let Some(list) = list else {
+                            bail!("--clients needs a list of numbers\n{USAGE}");
+                        };
+                        options.clients = Some(list?);
                     }
                     other => bail!("unexpected argument {other}\n{USAGE}"),
                 }

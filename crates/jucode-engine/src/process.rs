@@ -140,16 +140,22 @@ async fn read_events(
     events: mpsc::Sender<EngineOutput>,
     stopping: Arc<AtomicBool>,
 ) {
-    let mut lines = BufReader::new(stdout).lines();
+    let mut reader = BufReader::new(stdout);
+    // One buffer for every line: an engine streams thousands of small events a turn.
+    let mut buf = String::new();
     let mut error = None;
     let mut greeted = false;
     loop {
-        match lines.next_line().await {
-            Ok(Some(line)) => {
+        buf.clear();
+        match reader.read_line(&mut buf).await {
+            Ok(0) => break,
+            Ok(_) => {
+                let line = buf.strip_suffix('\n').unwrap_or(&buf);
+                let line = line.strip_suffix('\r').unwrap_or(line);
                 if line.trim().is_empty() {
                     continue;
                 }
-                let event = match serde_json::from_str::<Event>(&line) {
+                let event = match serde_json::from_str::<Event>(line) {
                     Ok(event) => event,
                     Err(e) => {
                         tracing::warn!("engine printed a line that is not an event: {e}");
@@ -161,7 +167,7 @@ async fn read_events(
                     if event.kind() != "hello" || protocol != Some(PROTOCOL_VERSION) {
                         error = Some(format!(
                             "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {})",
-                            truncate(&line, 200)
+                            truncate(line, 200)
                         ));
                         let _ = child.start_kill();
                         break;
@@ -173,7 +179,6 @@ async fn read_events(
                     break;
                 }
             }
-            Ok(None) => break,
             Err(e) => {
                 error = Some(format!("reading the engine's output failed: {e}"));
                 break;

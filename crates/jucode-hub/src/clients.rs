@@ -100,6 +100,32 @@ struct Client {
     queued: Arc<AtomicUsize>,
 }
 
+/// What became of a frame offered to a client's queue.
+enum Offer {
+    Taken,
+    /// The front end is gone: forget the client.
+    Closed,
+    /// Over the queue's frames or bytes: drop the client with [`TOO_SLOW`].
+    TooSlow,
+}
+
+impl Client {
+    /// Queues `text` unless the client is behind (`bounded`: the byte budget applies).
+    fn offer(&self, text: Arc<str>, bounded: bool) -> Offer {
+        let len = text.len();
+        let queued = self.queued.load(Ordering::Relaxed);
+        if bounded && queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
+            return Offer::TooSlow;
+        }
+        self.queued.fetch_add(len, Ordering::Relaxed);
+        match self.tx.try_send(Outgoing::Frame(text)) {
+            Ok(()) => Offer::Taken,
+            Err(mpsc::error::TrySendError::Closed(_)) => Offer::Closed,
+            Err(mpsc::error::TrySendError::Full(_)) => Offer::TooSlow,
+        }
+    }
+}
+
 const TOO_SLOW: Kick = Kick {
     code: 1008,
     reason: "client too slow",
@@ -108,7 +134,7 @@ const TOO_SLOW: Kick = Kick {
 /// A frame's JSON text. `serde_json::to_string` writes straight into a byte buffer, where
 /// `Value`'s `Display` goes through a formatter for every piece: about half the cost of each
 /// broadcast frame.
-fn json_text(frame: &Value) -> Arc<str> {
+pub(crate) fn json_text(frame: &Value) -> Arc<str> {
     serde_json::to_string(frame)
         .unwrap_or_else(|_| frame.to_string())
         .into()
@@ -187,20 +213,13 @@ impl Clients {
         let Some(client) = self.map.get(&id) else {
             return true;
         };
-        let len = text.len();
-        let queued = client.queued.load(Ordering::Relaxed);
-        if bounded && queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
-            self.kick(id, TOO_SLOW);
-            return false;
-        }
-        client.queued.fetch_add(len, Ordering::Relaxed);
-        match client.tx.try_send(Outgoing::Frame(text)) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+        match client.offer(text, bounded) {
+            Offer::Taken => true,
+            Offer::Closed => {
                 self.map.remove(&id);
                 false
             }
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Offer::TooSlow => {
                 self.kick(id, TOO_SLOW);
                 false
             }
@@ -218,14 +237,38 @@ impl Clients {
         frame: &Value,
         except: Option<ClientId>,
     ) -> Vec<ClientId> {
-        let text = json_text(frame);
-        let mut dropped = Vec::new();
-        for id in self.ids() {
-            if Some(id) != except && !self.send_text(id, text.clone()) {
-                dropped.push(id);
+        self.broadcast_text_except(json_text(frame), except)
+    }
+
+    /// Queues a frame already serialized for every client but `except`. Returns the clients
+    /// dropped for being too slow.
+    pub(crate) fn broadcast_text_except(
+        &mut self,
+        text: Arc<str>,
+        except: Option<ClientId>,
+    ) -> Vec<ClientId> {
+        // One walk over the map, not a lookup per client: this runs for every event, for
+        // every client. Who has to go is settled after the walk.
+        let mut closed = Vec::new();
+        let mut slow = Vec::new();
+        for (id, client) in &self.map {
+            if Some(*id) == except {
+                continue;
+            }
+            match client.offer(text.clone(), true) {
+                Offer::Taken => {}
+                Offer::Closed => closed.push(*id),
+                Offer::TooSlow => slow.push(*id),
             }
         }
-        dropped
+        for id in &closed {
+            self.map.remove(id);
+        }
+        for id in &slow {
+            self.kick(*id, TOO_SLOW);
+        }
+        closed.extend(slow);
+        closed
     }
 
     fn kick(&mut self, id: ClientId, kick: Kick) {
@@ -323,5 +366,30 @@ mod tests {
         assert_eq!(clients.broadcast(&frame(1)), vec![conn.id]);
         assert!(clients.auth(conn.id).is_none());
         assert_eq!(conn.kicked.borrow().as_ref().map(|k| k.code), Some(1008));
+    }
+
+    #[tokio::test]
+    async fn a_broadcast_drops_the_slow_and_the_gone_and_reaches_the_rest() {
+        let mut clients = Clients::default();
+        let slow = clients.add(Auth::Local);
+        let gone = clients.add(Auth::Local);
+        let mut fine = clients.add(Auth::Local);
+        let except = clients.add(Auth::Local);
+        for _ in 0..CLIENT_QUEUE {
+            clients.send(slow.id, &frame(1));
+        }
+        let gone_id = gone.id;
+        drop(gone);
+        let mut dropped = clients.broadcast_except(&frame(3), Some(except.id));
+        dropped.sort();
+        assert_eq!(dropped, vec![slow.id, gone_id]);
+        assert!(clients.auth(slow.id).is_none() && clients.auth(gone_id).is_none());
+        assert_eq!(slow.kicked.borrow().as_ref().map(|k| k.code), Some(1008));
+        let Ok(Outgoing::Frame(got)) = fine.frames.try_recv() else {
+            panic!("the live client got nothing")
+        };
+        assert_eq!(&*got, "\"xxx\"");
+        assert_eq!(clients.backlog(fine.id), Some(0));
+        assert_eq!(clients.backlog(except.id), Some(0));
     }
 }

@@ -381,6 +381,13 @@ impl Inner {
         }
     }
 
+    /// [`Inner::broadcast`] of a frame already serialized (the engine events' hot path).
+    pub(crate) fn broadcast_text(&mut self, text: std::sync::Arc<str>) {
+        for dropped in self.clients.broadcast_text_except(text, None) {
+            self.client_gone(dropped);
+        }
+    }
+
     /// A client left (or was dropped): its watches end, and every other client learns the
     /// new watcher counts. Terminates: each round removes a client.
     pub(crate) fn client_gone(&mut self, client: ClientId) {

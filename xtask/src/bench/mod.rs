@@ -27,6 +27,10 @@ pub struct Options {
     pub build: bool,
     /// The benches to run (`--only`); `None` runs all.
     pub only: Option<Vec<&'static str>>,
+    /// Frames per fan-out run instead of the size's (`--frames`).
+    pub frames: Option<usize>,
+    /// Client counts of the fan-out runs instead of the size's (`--clients`).
+    pub clients: Option<Vec<usize>>,
 }
 
 /// Every bench, by the name `--only` takes, in the order they run.
@@ -43,6 +47,20 @@ const BENCHES: &[&str] = &[
     "upload",
     "page",
 ];
+
+/// Reads `--clients`' comma-separated list of client counts.
+pub fn client_counts(list: &str) -> Result<Vec<usize>> {
+    list.split(',')
+        .filter(|n| !n.trim().is_empty())
+        .map(|n| {
+            n.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("{n:?} is not a client count"))
+        })
+        .collect()
+}
 
 /// Reads `--only`'s comma-separated list.
 pub fn select(list: &str) -> Result<Vec<&'static str>> {
@@ -193,6 +211,13 @@ fn run_optimized(options: &Options) -> Result<bool> {
     if let Some(only) = &options.only {
         child.arg("--only").arg(only.join(","));
     }
+    if let Some(frames) = options.frames {
+        child.arg("--frames").arg(frames.to_string());
+    }
+    if let Some(clients) = &options.clients {
+        let list: Vec<String> = clients.iter().map(usize::to_string).collect();
+        child.arg("--clients").arg(list.join(","));
+    }
     let status = child
         .status()
         .with_context(|| format!("running {} (build it with --release)", xtask.display()))?;
@@ -220,13 +245,15 @@ async fn run_all(options: Options) -> Result<bool> {
     }
     let bins = Bins::of_profile("release")?;
     let sizes = if options.quick { QUICK } else { FULL };
+    let frames = options.frames.unwrap_or(sizes.frames);
+    let clients = options.clients.as_deref().unwrap_or(sizes.clients);
     let mode = if options.quick { " (--quick)" } else { "" };
     let mut ok = true;
     if options.wants("fanout") {
         let node_missing = fanout::node_missing();
         println!(
             "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference; goals: >= 0.8x bare, >= 3x Node ws",
-            sizes.frames, sizes.repeats
+            frames, sizes.repeats
         );
         println!(
             "{:>7}  {:>13}  {:>13}  {:>6}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}  {:>11}",
@@ -241,25 +268,25 @@ async fn run_all(options: Options) -> Result<bool> {
             "ratio",
             "node p99"
         );
-        for &n in sizes.clients {
+        for &n in clients {
             let mut daemon_runs = Vec::new();
             let mut reference_runs = Vec::new();
             let mut node_runs = Vec::new();
             // Alternated, so a burst of load elsewhere on the machine hits all alike.
             for _ in 0..sizes.repeats {
                 daemon_runs.push(
-                    fanout::daemon_run(&bins, n, sizes.frames)
+                    fanout::daemon_run(&bins, n, frames)
                         .await
                         .with_context(|| format!("daemon fan-out to {n} clients"))?,
                 );
                 reference_runs.push(
-                    fanout::reference_run(n, sizes.frames)
+                    fanout::reference_run(n, frames)
                         .await
                         .with_context(|| format!("reference fan-out to {n} clients"))?,
                 );
                 if node_missing.is_none() {
                     node_runs.push(
-                        fanout::node_run(n, sizes.frames)
+                        fanout::node_run(n, frames)
                             .await
                             .with_context(|| format!("Node ws fan-out to {n} clients"))?,
                     );

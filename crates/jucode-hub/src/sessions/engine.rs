@@ -1,19 +1,17 @@
-//! Starting a session's engine and the pump that carries its events: state kept for
-//! snapshots, titles and deferred actions recorded, then every event broadcast.
+//! Starting a session's engine (its events then go through [`super::pump`]), and what
+//! message delivery reads of the sessions.
 
 use std::sync::Arc;
 
-use jucode_engine::{EngineOutput, StartSpec};
+use jucode_engine::StartSpec;
 use jucode_protocol::Object;
-use jucode_protocol::daemon::limits::TITLE_CHARS;
-use jucode_protocol::daemon::{DaemonEvent, Reply};
 use jucode_protocol::serve::{Event, TranscriptItem};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{Record, Running, SessionError, Sessions, View, set_attended, title_from};
+use super::{Record, Running, SessionError, Sessions, View, set_attended};
 use crate::messages::route::SessionFacts;
-use crate::{Hub, Inner, to_value};
+use crate::{Hub, Inner};
 
 /// Whether a session's engine can take a delivery now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,36 +165,18 @@ impl Hub {
             s.busy = false;
             s.view = transcript.map(View::with_transcript).unwrap_or_default();
         }
-        let hub = self.clone();
-        let mut id = session.to_string();
-        let mut events = handle.events;
-        tokio::spawn(async move {
-            let mut exited = false;
-            while let Some(output) = events.recv().await {
-                exited = matches!(output, EngineOutput::Exited { .. });
-                if let Some(named) = hub.on_engine(&id, generation, output) {
-                    id = named;
-                }
-                if exited {
-                    break;
-                }
-            }
-            if !exited {
-                hub.on_engine(
-                    &id,
-                    generation,
-                    EngineOutput::Exited {
-                        error: Some("the engine stopped without a word".into()),
-                    },
-                );
-            }
-        });
+        self.spawn_pump(session.to_string(), generation, handle.events);
         Ok(())
     }
 
     /// A new session of an engine that names its sessions takes the id its first `startup`
     /// gives, before anything of it is forwarded. Returns the new id.
-    fn take_engine_name(&self, inner: &mut Inner, session: &str, event: &Event) -> Option<String> {
+    pub(super) fn take_engine_name(
+        &self,
+        inner: &mut Inner,
+        session: &str,
+        event: &Event,
+    ) -> Option<String> {
         let s = inner.sessions.map.get(session)?;
         if event.kind() != "startup" || s.created.is_none() {
             return None;
@@ -240,226 +220,6 @@ impl Hub {
         // A scheduled run's delivery named the first id; continuing it needs the new one.
         inner.schedules.session_renamed(session, &named);
         Some(named)
-    }
-
-    /// Everything an engine emits passes here: state kept for snapshots, then broadcast.
-    /// Returns the session's new id when the engine named it.
-    fn on_engine(
-        self: &Arc<Self>,
-        session: &str,
-        generation: u64,
-        output: EngineOutput,
-    ) -> Option<String> {
-        let mut inner = self.lock();
-        let shutting_down = inner.sessions.shutting_down;
-        let current = inner
-            .sessions
-            .map
-            .get(session)
-            .and_then(|s| s.running.as_ref())
-            .map(|r| r.generation);
-        if current != Some(generation) {
-            return None;
-        }
-        let named = match &output {
-            EngineOutput::Event(event) => self.take_engine_name(&mut inner, session, event),
-            EngineOutput::Exited { .. } => None,
-        };
-        let session = named.as_deref().unwrap_or(session);
-        let Some(s) = inner.sessions.map.get_mut(session) else {
-            return named;
-        };
-        match output {
-            EngineOutput::Event(event) => {
-                // Looked up once: every lookup hashes the key, and this runs for each delta.
-                let kind = event.kind().to_string();
-                let created = match kind.as_str() {
-                    "startup" => s.created.take(),
-                    _ => None,
-                };
-                let was_busy = s.busy;
-                // A transcript the view (and so every snapshot) already holds is not news.
-                let mut forward = !s.view.repeats(&event);
-                s.view.apply(&event);
-                let mut title = None;
-                // A turn began on this text: a delivery of it is now that turn (run limits).
-                let started = (kind.as_str() == "user_message")
-                    .then(|| event.str("content").unwrap_or_default().to_string());
-                match kind.as_str() {
-                    "user_message" => {
-                        s.busy = true;
-                        s.failed = false;
-                        s.updated_at = self.config.clock.now_ms();
-                        if s.client_title.is_none() && s.auto_title.is_none() {
-                            title = event.str("content").and_then(title_from);
-                        }
-                    }
-                    "connecting" => s.busy = true,
-                    "error" if s.busy => s.failed = true,
-                    "status" if event.str("message") == Some("ready") => {
-                        s.busy = false;
-                        s.updated_at = self.config.clock.now_ms();
-                    }
-                    _ => {}
-                }
-                // A title the engine's title model chose replaces the first-message one; a
-                // title a client set is never replaced, so the engine's is not even shown.
-                if kind.as_str() == "session_title" {
-                    if s.client_title.is_some() {
-                        forward = false;
-                    } else {
-                        title = event
-                            .str("title")
-                            .map(str::trim)
-                            .filter(|t| !t.is_empty())
-                            .map(|t| t.chars().take(TITLE_CHARS).collect());
-                    }
-                }
-                let changed = was_busy != s.busy || title.is_some();
-                // What a linked requirement's status is derived from.
-                let for_requirements = was_busy != s.busy
-                    || matches!(kind.as_str(), "approval_request" | "error" | "tool_start");
-                // A finished turn's usage: the model it ran on, for the ledger's price.
-                let usage_of =
-                    (kind.as_str() == "usage").then(|| (s.engine.clone(), model_of(&s.view)));
-                let agent_turn = was_busy != s.busy && s.agent.is_some();
-                // A turn that ended without an error answers a start gate's step.
-                let turn_ended = was_busy && !s.busy && !s.failed;
-                // What moves a dispatch's task or its dispatcher.
-                let for_dispatch = was_busy != s.busy
-                    || matches!(
-                        kind.as_str(),
-                        "approval_request" | "tool_start" | "tool_output" | "error"
-                    );
-                let dispatch_change = crate::dispatch::Change {
-                    ended: was_busy && !s.busy,
-                    exited: false,
-                };
-                if let Some(title) = &title {
-                    s.auto_title = Some(title.clone());
-                }
-                if let Some(content) = &started {
-                    let now = self.config.clock.now_ms();
-                    inner.messages.turn_started(session, content, now);
-                }
-                if let Some(title) = title {
-                    let record = Record::Title {
-                        session: session.to_string(),
-                        title,
-                        at: self.config.clock.now_ms(),
-                    };
-                    if let Err(e) = inner.sessions.append(&record) {
-                        tracing::error!("{e}");
-                    }
-                }
-                let actions_changed = match kind.as_str() {
-                    "action_deferred" => inner.actions.deferred(&event.0, session),
-                    "action_decided" => inner.actions.decided_by_engine(&event.0),
-                    _ => Ok(false),
-                }
-                .unwrap_or_else(|e| {
-                    tracing::error!("{e}");
-                    false
-                });
-                if let Some(c) = created
-                    && let Some(client) = c.client
-                {
-                    let reply = to_value(&Reply::to(c.id, (c.reply)(session.to_string())));
-                    inner.clients.send(client, &reply);
-                }
-                // Usage hook: the turn is in the ledger (fsynced) before clients see its key.
-                let event = match usage_of {
-                    Some((engine, model)) => {
-                        self.usage_passes(&mut inner, session, &engine, model, event)
-                    }
-                    None => event,
-                };
-                if forward {
-                    let frame = Value::Object(event.with_session(session).0);
-                    inner.broadcast(&frame);
-                }
-                if changed || named.is_some() {
-                    inner.broadcast_sessions();
-                }
-                if agent_turn {
-                    inner.broadcast_agents();
-                }
-                if turn_ended && let Err(e) = inner.requirements.turn_ended(session) {
-                    tracing::error!("{e}");
-                }
-                if turn_ended {
-                    crate::requirements::titles::turn_ended(self, &inner, session);
-                }
-                if for_requirements && inner.requirements.is_linked(session) {
-                    inner.broadcast_requirements();
-                }
-                if for_dispatch {
-                    self.dispatch_follow(&mut inner, session, dispatch_change);
-                }
-                if actions_changed {
-                    let list = to_value(&Reply::to(None, inner.actions.event()));
-                    inner.broadcast(&list);
-                }
-            }
-            EngineOutput::Exited { error } => {
-                // The program that held this session's agent capability is gone.
-                self.agent_caps.revoke_session(session);
-                let running = s.running.take();
-                let created = s.created.take();
-                let of_agent = s.agent.is_some();
-                s.busy = false;
-                s.watchers.clear();
-                self.deliveries_dropped(&mut inner, session);
-                if let Some(c) = created
-                    && let Some(client) = c.client
-                {
-                    let why = error.as_deref().unwrap_or("it stopped");
-                    let reply = to_value(&Reply::error(
-                        c.id,
-                        format!("the session could not be opened: {why}"),
-                    ));
-                    inner.clients.send(client, &reply);
-                }
-                if let Some(error) = &error {
-                    tracing::warn!(session, "engine stopped: {error}");
-                    let frame = json!({
-                        "type": "error",
-                        "session": session,
-                        "message": format!("the engine stopped: {error}"),
-                    });
-                    inner.broadcast(&frame);
-                }
-                if !shutting_down {
-                    let record = Record::Close {
-                        session: session.to_string(),
-                        at: self.config.clock.now_ms(),
-                    };
-                    if let Err(e) = inner.sessions.append(&record) {
-                        tracing::error!("{e}");
-                    }
-                }
-                let closed = to_value(&Reply::to(
-                    None,
-                    DaemonEvent::SessionClosed {
-                        session: session.to_string(),
-                    },
-                ));
-                inner.broadcast(&closed);
-                inner.broadcast_sessions();
-                let change = crate::dispatch::Change {
-                    ended: false,
-                    exited: true,
-                };
-                self.dispatch_follow(&mut inner, session, change);
-                if of_agent {
-                    inner.broadcast_agents();
-                }
-                if let Some(running) = running {
-                    let _ = running.done.send(true);
-                }
-            }
-        }
-        named
     }
 }
 

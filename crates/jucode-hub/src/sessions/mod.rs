@@ -1,6 +1,6 @@
 //! Hosted sessions: their state and log ([`log`]), the snapshot a watcher gets ([`view`]),
-//! the session ops ([`ops`]), ops forwarded to a session's engine ([`forward`]) and the task
-//! that carries an engine's events ([`engine`]).
+//! the session ops ([`ops`]), ops forwarded to a session's engine ([`forward`]), starting an
+//! engine ([`engine`]) and the task that carries its events ([`pump`]).
 
 mod agent;
 mod engine;
@@ -8,6 +8,7 @@ mod forward;
 pub(crate) mod gateway;
 mod log;
 mod ops;
+mod pump;
 mod tui;
 mod view;
 

@@ -50,8 +50,16 @@ impl View {
         view
     }
 
+    #[cfg(test)]
     pub(super) fn apply(&mut self, event: &Event) {
-        self.apply_event(event);
+        self.apply_kind(None, event);
+    }
+
+    /// [`View::apply`] with the event's `type` given when the caller already read it (each
+    /// read hashes the key, and deltas come by the thousand).
+    pub(super) fn apply_kind(&mut self, kind: Option<&str>, event: &Event) {
+        let kind = kind.unwrap_or_else(|| event.kind());
+        self.apply_event(kind, event);
         self.trim();
     }
 
@@ -103,8 +111,7 @@ impl View {
         self.transcript = items;
     }
 
-    fn apply_event(&mut self, event: &Event) {
-        let kind = event.kind();
+    fn apply_event(&mut self, kind: &str, event: &Event) {
         if STATE_EVENTS.contains(&kind) || ENGINE_STATE_EVENTS.contains(&kind) {
             self.state.insert(kind.to_string(), event.clone());
             return;

@@ -476,11 +476,20 @@ impl Engine {
             // For the fan-out bench: each delta carries its emission time, so a client can
             // measure the daemon's latency frame by frame.
             self.emit(json!({"type": "assistant_start"})).await?;
+            // Each line written as text into one buffer, not built as a map and serialized:
+            // the bench measures the daemon, so its producer should cost about what the bare
+            // broadcaster's does. Still one write (and so one pipe wake-up) per line.
+            let mut line = Vec::with_capacity(64);
+            let mut out = self.out.lock();
             for _ in 0..n {
                 let nanos = self.clock.now().as_nanosecond().max(0);
-                self.emit(json!({"type": "assistant_delta", "delta": format!("t{nanos}")}))
-                    .await?;
+                line.clear();
+                writeln!(line, r#"{{"type":"assistant_delta","delta":"t{nanos}"}}"#)
+                    .context("format delta")?;
+                out.write_all(&line).context("write stdout")?;
+                out.flush().context("flush stdout")?;
             }
+            drop(out);
             return self.finish(&format!("flooded {n}")).await;
         }
         if let Some((n, ms)) = content.strip_prefix("stream ").and_then(|rest| {
