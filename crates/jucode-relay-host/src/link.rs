@@ -14,9 +14,10 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use jucode_clock::{Clock as _, SystemClock};
 use jucode_hub::{Auth, Hub, Outgoing, PairError, RelayLinkError};
+use jucode_relay_proto::batch::send_batch;
 use jucode_relay_proto::close;
 use jucode_relay_proto::connect::{ConnectError, RelayWs, authenticate, open_socket};
-use jucode_relay_proto::frame::Frame;
+use jucode_relay_proto::frame::{Frame, FrameRef, PAYLOAD_AT};
 use jucode_relay_proto::identity::{Identity, b64};
 use jucode_relay_proto::limits;
 use jucode_relay_proto::noise::{self, Channel};
@@ -24,7 +25,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::{self, Bytes, Message};
 
 use crate::identity::LoadError;
 use crate::push::PushClient;
@@ -233,6 +234,17 @@ enum Out {
     Flush,
 }
 
+impl Out {
+    /// The encoded frame to write; `None` for a flush.
+    fn into_frame(self) -> Option<Vec<u8>> {
+        match self {
+            Out::Frame(f) => Some(f.encode()),
+            Out::Encoded(bytes) => Some(bytes),
+            Out::Flush => None,
+        }
+    }
+}
+
 async fn connect_and_serve(
     hub: &Arc<Hub>,
     identity: &Arc<Identity>,
@@ -305,11 +317,20 @@ async fn serve(
         loop {
             let write = async {
                 tokio::select! {
-                    out = out_rx.recv() => match out {
+                    out = out_rx.recv() => match out.map(Out::into_frame) {
                         None => None,
-                        Some(Out::Flush) => Some(sink.flush().await),
-                        Some(Out::Frame(f)) => Some(sink.send(Message::binary(f.encode())).await),
-                        Some(Out::Encoded(bytes)) => Some(sink.send(Message::binary(bytes)).await),
+                        Some(None) => Some(sink.flush().await),
+                        Some(Some(first)) => {
+                            // A flush request needs nothing more: the batch ends in one.
+                            let more = || loop {
+                                match out_rx.try_recv().map(Out::into_frame) {
+                                    Ok(Some(frame)) => return Some(frame),
+                                    Ok(None) => continue,
+                                    Err(_) => return None,
+                                }
+                            };
+                            Some(send_batch(&mut sink, first, more).await)
+                        }
                     },
                     _ = ping.tick() => Some(sink.send(Message::Ping(Vec::new().into())).await),
                 }
@@ -323,7 +344,7 @@ async fn serve(
         let _ = tokio::time::timeout(WRITE_TIMEOUT, sink.close()).await;
     });
     let limiter = Arc::new(Mutex::new(Limiter::default()));
-    let mut streams: HashMap<u32, mpsc::Sender<Vec<u8>>> = HashMap::new();
+    let mut streams: HashMap<u32, mpsc::Sender<Bytes>> = HashMap::new();
     let result = loop {
         let next = tokio::select! {
             next = tokio::time::timeout(DEAD_AFTER, stream.next()) => next,
@@ -339,14 +360,23 @@ async fn serve(
         };
         match msg {
             Message::Binary(bytes) => {
-                let frame = match Frame::decode(&bytes) {
+                let frame = match Frame::decode_ref(&bytes) {
                     Ok(f) => f,
                     Err(e) => {
                         tracing::warn!("relay: dropping a bad frame: {e}");
                         continue;
                     }
                 };
-                route(hub, identity, &limiter, &out_tx, &mut streams, frame).await;
+                route(
+                    hub,
+                    identity,
+                    &limiter,
+                    &out_tx,
+                    &mut streams,
+                    frame,
+                    &bytes,
+                )
+                .await;
             }
             Message::Ping(_) => {
                 let _ = out_tx.send(Out::Flush).await;
@@ -373,11 +403,12 @@ async fn route(
     identity: &Arc<Identity>,
     limiter: &Arc<Mutex<Limiter>>,
     out: &mpsc::Sender<Out>,
-    streams: &mut HashMap<u32, mpsc::Sender<Vec<u8>>>,
-    frame: Frame,
+    streams: &mut HashMap<u32, mpsc::Sender<Bytes>>,
+    frame: FrameRef<'_>,
+    bytes: &Bytes,
 ) {
     match frame {
-        Frame::Open(id) => {
+        FrameRef::Open(id) => {
             // The relay allows 32; a relay that opens more gets them closed unread.
             if streams.len() >= MAX_STREAMS && !streams.contains_key(&id) {
                 let _ = out.send(Out::Frame(Frame::Close(id))).await;
@@ -395,17 +426,18 @@ async fn route(
             };
             tokio::spawn(task.run(rx));
         }
-        Frame::Data(id, payload) => {
+        FrameRef::Data(id, _) => {
             let Some(tx) = streams.get(&id) else {
                 return;
             };
-            if tx.try_send(payload).is_err() {
+            // The payload as a slice of the message's buffer: no copy.
+            if tx.try_send(bytes.slice(PAYLOAD_AT..)).is_err() {
                 // Too slow, or already finished: either way the stream is over.
                 streams.remove(&id);
                 let _ = out.send(Out::Frame(Frame::Close(id))).await;
             }
         }
-        Frame::Close(id) => {
+        FrameRef::Close(id) => {
             streams.remove(&id);
         }
     }
@@ -443,7 +475,7 @@ impl StreamTask {
         let _ = tokio::time::timeout(WRITE_TIMEOUT, close).await;
     }
 
-    async fn run(self, mut inbound: mpsc::Receiver<Vec<u8>>) {
+    async fn run(self, mut inbound: mpsc::Receiver<Bytes>) {
         let Ok(Some(msg1)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, inbound.recv()).await else {
             self.close().await;
             return;
@@ -519,7 +551,7 @@ impl StreamTask {
         &self,
         device: String,
         mut channel: Channel,
-        mut inbound: mpsc::Receiver<Vec<u8>>,
+        mut inbound: mpsc::Receiver<Bytes>,
     ) {
         let conn = self.hub.connect(Auth::Device(device));
         let client = conn.id;

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
+use crate::batch::send_batch;
 use crate::client::{ClientError, DeviceKeys, Phone};
 use crate::connect::{ConnectError, authenticate, open_socket};
 use crate::frame::{Frame, FrameRef, PAYLOAD_AT};
@@ -254,11 +255,13 @@ async fn echo_host(relay_url: String, identity: Arc<Identity>) -> Result<(), Ben
     let mut ws = open_socket(&url, crate::limits::MAX_MESSAGE + 64).await?;
     authenticate(&mut ws, &identity, "bench").await?;
     let (mut sink, mut source) = ws.split();
-    // Encoded host-link frames: data frames are sealed straight behind their header.
+    // Encoded host-link frames: data frames are sealed straight behind their header. Written
+    // as the daemon's link writer does, a burst with one flush.
     let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(1024);
     let writer = tokio::spawn(async move {
         while let Some(f) = out_rx.recv().await {
-            if sink.send(Message::binary(f)).await.is_err() {
+            let more = || out_rx.try_recv().ok();
+            if send_batch(&mut sink, f, more).await.is_err() {
                 break;
             }
         }

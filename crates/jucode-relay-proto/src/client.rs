@@ -6,7 +6,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use snow::HandshakeState;
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::{self, Bytes, Message};
 use zeroize::Zeroizing;
 
 use crate::connect::{ConnectError, IoBox, open_socket};
@@ -205,7 +205,7 @@ impl Phone {
     /// The next daemon frame's bytes, reassembled and decrypted but not parsed.
     pub async fn recv_bytes(&mut self) -> Result<Vec<u8>, ClientError> {
         loop {
-            let msg = next_binary(&mut self.ws).await?;
+            let msg = next_bytes(&mut self.ws).await?;
             if let Some(frame) = self.channel.open(&msg)? {
                 return Ok(frame);
             }
@@ -240,6 +240,12 @@ impl Phone {
 
 /// The next binary message; a close becomes [`ClientError::Closed`].
 pub async fn next_binary(ws: &mut ClientWs) -> Result<Vec<u8>, ClientError> {
+    Ok(next_bytes(ws).await?.into())
+}
+
+/// [`next_binary`] as a slice of the socket's read buffer. That buffer is shared with the
+/// messages read along with this one, so making a `Vec` of it copies the message.
+async fn next_bytes(ws: &mut ClientWs) -> Result<Bytes, ClientError> {
     loop {
         match ws.next().await {
             None => return Err(ClientError::Closed(1006, String::new())),
@@ -247,8 +253,7 @@ pub async fn next_binary(ws: &mut ClientWs) -> Result<Vec<u8>, ClientError> {
                 return Err(ClientError::Closed(1006, String::new()));
             }
             Some(Err(e)) => return Err(e.into()),
-            // No copy when the buffer is not shared (it never is here).
-            Some(Ok(Message::Binary(b))) => return Ok(b.into()),
+            Some(Ok(Message::Binary(b))) => return Ok(b),
             Some(Ok(Message::Close(frame))) => {
                 let (code, reason) = frame
                     .map(|f| (u16::from(f.code), f.reason.to_string()))

@@ -6,9 +6,11 @@
 //! `Noise_IK_25519_ChaChaPoly_SHA256` layer of each client stream and its chunking) and
 //! [`identity`] (host keys, host id, the protocol's base64). [`close`] and [`limits`] are the
 //! numbers both sides must agree on; [`push`] is the signed push request. [`connect`] opens a
-//! socket to a relay and answers the host challenge; [`client`] is the phone's end of a stream
-//! (tests and benchmarks); [`bench`](mod@bench) measures stream throughput through a relay.
+//! socket to a relay and answers the host challenge; [`batch`] is how every writer on the relay
+//! path flushes once per burst; [`client`] is the phone's end of a stream (tests and
+//! benchmarks); [`bench`](mod@bench) measures stream throughput through a relay.
 
+pub mod batch;
 pub mod bench;
 pub mod client;
 pub mod connect;

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use futures_util::{SinkExt, StreamExt};
+use jucode_relay_proto::batch::send_batch;
 use jucode_relay_proto::close;
 use jucode_relay_proto::frame::{Frame, FrameRef, PAYLOAD_AT};
 use jucode_relay_proto::identity::{b64, host_id, unb64};
@@ -130,18 +131,34 @@ async fn serve(
         let mut ping = tokio::time::interval(ping_every);
         ping.tick().await;
         loop {
+            // A close queued behind a burst of frames: sent once the burst is out.
+            let mut close = None;
             let result = tokio::select! {
                 out = rx.recv() => match out {
                     None => break,
-                    Some(HostOut::Frame(bytes)) => sink.send(Message::binary(bytes)).await,
+                    Some(HostOut::Frame(bytes)) => {
+                        let more = || match rx.try_recv() {
+                            Ok(HostOut::Frame(bytes)) => Some(bytes),
+                            Ok(HostOut::Close(code, reason)) => {
+                                close = Some((code, reason));
+                                None
+                            }
+                            Err(_) => None,
+                        };
+                        send_batch(&mut sink, bytes, more).await
+                    }
                     Some(HostOut::Close(code, reason)) => {
-                        let _ = sink.send(close_frame(code, reason)).await;
-                        break;
+                        close = Some((code, reason));
+                        Ok(())
                     }
                 },
                 _ = ping.tick() => sink.send(Message::Ping(Vec::new().into())).await,
             };
             if result.is_err() {
+                break;
+            }
+            if let Some((code, reason)) = close {
+                let _ = sink.send(close_frame(code, reason)).await;
                 break;
             }
         }
