@@ -62,11 +62,20 @@ pub struct Connection {
     pub kicked: watch::Receiver<Option<Kick>>,
 }
 
-/// A client's queue as the front end reads it; taking a frame frees its bytes in the budget.
+/// A client's queue as the front end reads it; taking a frame frees its place in the budget.
 #[derive(Debug)]
 pub struct Frames {
-    rx: mpsc::Receiver<Outgoing>,
-    queued: Arc<AtomicUsize>,
+    rx: mpsc::UnboundedReceiver<Outgoing>,
+    queued: Arc<Backlog>,
+}
+
+/// What waits in a client's queue, counted by the hub as it queues and by the front end as it
+/// takes. The channel itself is unbounded: a bounded one takes a lock for every frame taken
+/// (to hand its permit back), and both bounds are checked here before a frame goes in.
+#[derive(Debug, Default)]
+struct Backlog {
+    bytes: AtomicUsize,
+    frames: AtomicUsize,
 }
 
 impl Frames {
@@ -88,16 +97,17 @@ impl Frames {
 
     fn took(&self, frame: &Outgoing) {
         let Outgoing::Frame(text) = frame;
-        self.queued.fetch_sub(text.len(), Ordering::Relaxed);
+        self.queued.bytes.fetch_sub(text.len(), Ordering::Relaxed);
+        self.queued.frames.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 struct Client {
     auth: Auth,
-    tx: mpsc::Sender<Outgoing>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     kick: watch::Sender<Option<Kick>>,
-    /// Bytes queued and not yet taken by the front end.
-    queued: Arc<AtomicUsize>,
+    /// Frames and bytes queued and not yet taken by the front end.
+    queued: Arc<Backlog>,
 }
 
 /// What became of a frame offered to a client's queue.
@@ -113,15 +123,19 @@ impl Client {
     /// Queues `text` unless the client is behind (`bounded`: the byte budget applies).
     fn offer(&self, text: Arc<str>, bounded: bool) -> Offer {
         let len = text.len();
-        let queued = self.queued.load(Ordering::Relaxed);
+        let queued = self.queued.bytes.load(Ordering::Relaxed);
         if bounded && queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
             return Offer::TooSlow;
         }
-        self.queued.fetch_add(len, Ordering::Relaxed);
-        match self.tx.try_send(Outgoing::Frame(text)) {
+        // The frame bound holds for a connect batch too, as a bounded channel's would.
+        if self.queued.frames.load(Ordering::Relaxed) >= CLIENT_QUEUE {
+            return Offer::TooSlow;
+        }
+        self.queued.bytes.fetch_add(len, Ordering::Relaxed);
+        self.queued.frames.fetch_add(1, Ordering::Relaxed);
+        match self.tx.send(Outgoing::Frame(text)) {
             Ok(()) => Offer::Taken,
-            Err(mpsc::error::TrySendError::Closed(_)) => Offer::Closed,
-            Err(mpsc::error::TrySendError::Full(_)) => Offer::TooSlow,
+            Err(_) => Offer::Closed,
         }
     }
 }
@@ -150,9 +164,9 @@ impl Clients {
     pub(crate) fn add(&mut self, auth: Auth) -> Connection {
         self.next += 1;
         let id = ClientId(self.next);
-        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+        let (tx, rx) = mpsc::unbounded_channel();
         let (kick, kicked) = watch::channel(None);
-        let queued = Arc::new(AtomicUsize::new(0));
+        let queued = Arc::new(Backlog::default());
         self.map.insert(
             id,
             Client {
@@ -179,7 +193,9 @@ impl Clients {
 
     /// Bytes queued for `id` and not yet taken by the front end; `None` once it is gone.
     pub(crate) fn backlog(&self, id: ClientId) -> Option<usize> {
-        self.map.get(&id).map(|c| c.queued.load(Ordering::Relaxed))
+        self.map
+            .get(&id)
+            .map(|c| c.queued.bytes.load(Ordering::Relaxed))
     }
 
     pub(crate) fn ids(&self) -> Vec<ClientId> {

@@ -383,9 +383,17 @@ async fn write_batch<S: Socket>(
 ) -> Result<(), WsError> {
     sink.feed(text_message(first)?).await?;
     let mut n = 1;
+    let mut yielded = false;
     while n < WRITE_BATCH {
         let Ok(Outgoing::Frame(next)) = frames.try_recv() else {
-            break;
+            if yielded {
+                break;
+            }
+            // One turn for the rest of the runtime before the write: in a burst the hub has
+            // queued more by then, and they leave in this write instead of one write each.
+            yielded = true;
+            tokio::task::yield_now().await;
+            continue;
         };
         sink.feed(text_message(next)?).await?;
         n += 1;

@@ -272,37 +272,67 @@ async fn wait_for_session(stream: &mut SplitStream<Ws>) -> Result<String> {
     }
 }
 
+/// The bare broadcaster's side of a run: a queue and a writer per client, connected.
+struct BareClients {
+    queues: Vec<mpsc::UnboundedSender<Arc<str>>>,
+    writers: Vec<tokio::task::JoinHandle<()>>,
+    sinks: Vec<SplitSink<Ws, Message>>,
+    readers: Vec<tokio::task::JoinHandle<Seen>>,
+}
+
+impl BareClients {
+    /// Listens, connects `clients` clients and starts their readers.
+    async fn connect(clients: usize, frames: usize) -> Result<BareClients> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let acceptor = tokio::spawn(async move {
+            let mut queues = Vec::with_capacity(clients);
+            let mut writers = Vec::with_capacity(clients);
+            for _ in 0..clients {
+                let (stream, _) = listener.accept().await?;
+                stream.set_nodelay(true)?;
+                let ws = tokio_tungstenite::accept_async(stream).await?;
+                let (tx, rx) = mpsc::unbounded_channel::<Arc<str>>();
+                queues.push(tx);
+                writers.push(tokio::spawn(write_loop(ws.split().0, rx)));
+            }
+            Ok::<_, anyhow::Error>((queues, writers))
+        });
+        let url = format!("ws://{addr}/");
+        let mut streams = Vec::with_capacity(clients);
+        for _ in 0..clients {
+            streams.push(connect(&url, addr).await?.split());
+        }
+        let (queues, writers) = acceptor.await.context("the acceptor failed")??;
+        let mut sinks = Vec::with_capacity(clients);
+        let mut readers = Vec::with_capacity(clients);
+        for (sink, stream) in streams {
+            sinks.push(sink);
+            readers.push(spawn_reader(stream, frames));
+        }
+        Ok(BareClients {
+            queues,
+            writers,
+            sinks,
+            readers,
+        })
+    }
+
+    fn stop(self) {
+        for writer in self.writers {
+            writer.abort();
+        }
+        drop(self.sinks);
+    }
+}
+
 /// A bare broadcaster: per-client unbounded queue and a writer that feeds and flushes in
 /// batches, frames serialized once and stamped as the fake engine stamps them.
 #[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 pub async fn reference_run(clients: usize, frames: usize) -> Result<Outcome> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    let acceptor = tokio::spawn(async move {
-        let mut queues = Vec::with_capacity(clients);
-        let mut writers = Vec::with_capacity(clients);
-        for _ in 0..clients {
-            let (stream, _) = listener.accept().await?;
-            stream.set_nodelay(true)?;
-            let ws = tokio_tungstenite::accept_async(stream).await?;
-            let (tx, rx) = mpsc::unbounded_channel::<Arc<str>>();
-            queues.push(tx);
-            writers.push(tokio::spawn(write_loop(ws.split().0, rx)));
-        }
-        Ok::<_, anyhow::Error>((queues, writers))
-    });
-    let url = format!("ws://{addr}/");
-    let mut streams = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        streams.push(connect(&url, addr).await?.split());
-    }
-    let (queues, writers) = acceptor.await.context("the acceptor failed")??;
-    let mut sinks = Vec::with_capacity(clients);
-    let mut readers = Vec::with_capacity(clients);
-    for (sink, stream) in streams {
-        sinks.push(sink);
-        readers.push(spawn_reader(stream, frames));
-    }
+    let mut bare = BareClients::connect(clients, frames).await?;
+    let readers = std::mem::take(&mut bare.readers);
+    let queues = std::mem::take(&mut bare.queues);
     let start = Instant::now();
     let producer = std::thread::spawn(move || {
         produce(&queues, frames);
@@ -311,10 +341,65 @@ pub async fn reference_run(clients: usize, frames: usize) -> Result<Outcome> {
     let outcome = collect(readers, start, frames).await;
     // The queues live until the readers are done, so no writer ends early.
     drop(producer.join());
-    for writer in writers {
-        writer.abort();
+    bare.stop();
+    outcome
+}
+
+/// The bare broadcaster fed by the daemon's own engine process: the fake engine's
+/// `flood-timed` lines are read from its stdout as the daemon reads them and sent on as they
+/// are, with no parse, no state and no hub. What any daemon whose engines are processes must
+/// at least do for each event, so the floor under the daemon's figure on this machine.
+#[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+pub async fn piped_run(bins: &Bins, clients: usize, frames: usize) -> Result<Outcome> {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+    let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
+    let mut bare = BareClients::connect(clients, frames).await?;
+    let mut child = tokio::process::Command::new(&bins.fake_serve)
+        .args([
+            "serve",
+            "--session",
+            "00000000-0000-4000-8000-000000000000",
+            "--cwd",
+        ])
+        .arg(tmp.path())
+        .current_dir(tmp.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the fake engine")?;
+    let stdout = child.stdout.take().context("engine stdout was not piped")?;
+    let mut stdin = child.stdin.take().context("engine stdin was not piped")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let hello = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .context("the fake engine did not greet in time")??
+        .context("the fake engine exited")?;
+    if !hello.contains("\"hello\"") {
+        bail!("the fake engine's first line is not hello: {hello}");
     }
-    drop(sinks);
+    let readers = std::mem::take(&mut bare.readers);
+    let queues = std::mem::take(&mut bare.queues);
+    let forward = tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let text: Arc<str> = line.into();
+            for q in &queues {
+                let _ = q.send(text.clone());
+            }
+        }
+        queues
+    });
+    let op = json!({"op": "user_message", "content": format!("flood-timed {frames}")});
+    let start = Instant::now();
+    stdin.write_all(format!("{op}\n").as_bytes()).await?;
+    stdin.flush().await?;
+    let outcome = collect(readers, start, frames).await;
+    drop(stdin);
+    let _ = child.kill().await;
+    forward.abort();
+    bare.stop();
     outcome
 }
 

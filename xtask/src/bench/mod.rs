@@ -252,25 +252,29 @@ async fn run_all(options: Options) -> Result<bool> {
     if options.wants("fanout") {
         let node_missing = fanout::node_missing();
         println!(
-            "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference; goals: >= 0.8x bare, >= 3x Node ws",
+            "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference; goals: >= 0.8x bare, >= 3x Node ws; piped = bare fed by the engine process's pipe (the floor for engines that are processes)",
             frames, sizes.repeats
         );
         println!(
-            "{:>7}  {:>13}  {:>13}  {:>6}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}  {:>11}",
+            "{:>7}  {:>13}  {:>13}  {:>6}  {:>13}  {:>6}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6}  {:>11}  {:>11}",
             "clients",
             "daemon fr/s",
             "bare fr/s",
+            "ratio",
+            "piped fr/s",
             "ratio",
             "node ws fr/s",
             "ratio",
             "daemon p99",
             "bare p99",
             "ratio",
+            "piped p99",
             "node p99"
         );
         for &n in clients {
             let mut daemon_runs = Vec::new();
             let mut reference_runs = Vec::new();
+            let mut piped_runs = Vec::new();
             let mut node_runs = Vec::new();
             // Alternated, so a burst of load elsewhere on the machine hits all alike.
             for _ in 0..sizes.repeats {
@@ -284,6 +288,11 @@ async fn run_all(options: Options) -> Result<bool> {
                         .await
                         .with_context(|| format!("reference fan-out to {n} clients"))?,
                 );
+                piped_runs.push(
+                    fanout::piped_run(&bins, n, frames)
+                        .await
+                        .with_context(|| format!("piped fan-out to {n} clients"))?,
+                );
                 if node_missing.is_none() {
                     node_runs.push(
                         fanout::node_run(n, frames)
@@ -294,6 +303,7 @@ async fn run_all(options: Options) -> Result<bool> {
             }
             let daemon = fanout::Outcome::median(daemon_runs);
             let reference = fanout::Outcome::median(reference_runs);
+            let piped = fanout::Outcome::median(piped_runs);
             let node = (!node_runs.is_empty()).then(|| fanout::Outcome::median(node_runs));
             let (node_rate, node_ratio, node_p99) = match &node {
                 Some(node) => (
@@ -304,16 +314,19 @@ async fn run_all(options: Options) -> Result<bool> {
                 None => ("-".into(), "-".into(), "-".into()),
             };
             println!(
-                "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6.2}  {:>11}",
+                "{:>7}  {:>13}  {:>13}  {:>6.2}  {:>13}  {:>6.2}  {:>13}  {:>6}  {:>11}  {:>11}  {:>6.2}  {:>11}  {:>11}",
                 n,
                 thousands(daemon.rate),
                 thousands(reference.rate),
                 daemon.rate / reference.rate,
+                thousands(piped.rate),
+                daemon.rate / piped.rate.max(1e-9),
                 node_rate,
                 node_ratio,
                 millis(daemon.p99),
                 millis(reference.p99),
                 daemon.p99.as_secs_f64() / reference.p99.as_secs_f64().max(1e-9),
+                millis(piped.p99),
                 node_p99,
             );
             let node_notes = node.iter().flat_map(|o| &o.notes);
@@ -321,6 +334,7 @@ async fn run_all(options: Options) -> Result<bool> {
                 .notes
                 .iter()
                 .chain(&reference.notes)
+                .chain(&piped.notes)
                 .chain(node_notes)
             {
                 println!("         note: {note}");
