@@ -415,9 +415,16 @@ fn produce(queues: &[mpsc::UnboundedSender<Arc<str>>], frames: usize) {
     };
     send_all(json!({"type": "assistant_start", "session": session}));
     for _ in 0..frames {
-        send_all(
-            json!({"type": "assistant_delta", "delta": format!("t{}", now_ns()), "session": session}),
+        // Written as text, as the fake engine writes its flood lines: the two producers cost
+        // about the same, so the ratio compares what happens after them.
+        let text = format!(
+            r#"{{"type":"assistant_delta","delta":"t{}","session":"{session}"}}"#,
+            now_ns()
         );
+        let text: Arc<str> = text.into();
+        for q in queues {
+            let _ = q.send(text.clone());
+        }
     }
     send_all(json!({"type": "status", "message": "ready", "session": session}));
 }
