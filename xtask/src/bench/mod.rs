@@ -143,7 +143,7 @@ const QUICK: Sizes = Sizes {
     lines: 100_000,
     paths: paths::PathSizes {
         tokens: 50,
-        relay_frames: 50,
+        relay_frames: 400,
         journal_samples: 30,
     },
     timers: timers::Sizes {
