@@ -341,23 +341,31 @@ pub fn check_deliveries(
             n => bail!("the answer to question {id} delivered {n} times"),
         }
     }
-    // A decision reaches its session as one message naming the action; an allowed command
-    // runs once.
+    // A decision reaches its session as one message naming the action. An allowed command
+    // runs at most once (`check_actions`): once when the message says it ran; not known
+    // when a kill came between the decision and its outcome, and not run again.
     for (id, seen) in &model.actions {
-        let told = named(&format!("[deferred action {id} "));
-        if told > 1 {
-            bail!("the decision on {id} reached its session {told} times");
+        let head = format!("[deferred action {id} ");
+        let told: Vec<&String> = held.keys().filter(|t| t.starts_with(&head)).collect();
+        if told.len() > 1 {
+            bail!(
+                "the decision on {id} reached its session {} times",
+                told.len()
+            );
         }
-        if told == 1 && seen.state.decision().is_none() {
+        if !told.is_empty() && seen.state.decision().is_none() {
             bail!("deferred action {id} was never decided and its session heard a decision");
         }
-        if let Action::Decided(allow) = seen.state {
-            if told == 0 {
-                waiting.push(format!("the decision on {id}"));
-            }
-            if allow && runs.get(&seen.mark).copied().unwrap_or(0) == 0 {
-                waiting.push(format!("the run of {id}"));
-            }
+        let ran = runs.get(&seen.mark).copied().unwrap_or(0);
+        if told
+            .iter()
+            .any(|t| t.starts_with(&format!("{head}approved and executed")))
+            && ran != 1
+        {
+            bail!("the session heard that {id} ran, and it ran {ran} times");
+        }
+        if told.is_empty() && matches!(seen.state, Action::Decided(_)) {
+            waiting.push(format!("the decision on {id}"));
         }
     }
     Ok(waiting)
@@ -490,7 +498,7 @@ mod tests {
         let nothing = HashMap::new();
         assert_eq!(
             check_deliveries(&m, &nothing, &none, &nothing).unwrap(),
-            vec!["the decision on act-1", "the run of act-1"]
+            vec!["the decision on act-1"]
         );
         let told = HashMap::from([(
             "[deferred action act-1 approved and executed]\n`bash`".to_string(),
@@ -498,13 +506,25 @@ mod tests {
         )]);
         let ran = HashMap::from([("ran-r1-1".to_string(), 1)]);
         assert!(check_deliveries(&m, &told, &none, &ran).unwrap().is_empty());
+        // Told it ran, and it did not.
+        assert!(check_deliveries(&m, &told, &none, &nothing).is_err());
+        // Its outcome cut off by a kill: heard once, run or not.
+        let unknown = HashMap::from([(
+            "[deferred action act-1 approved, outcome unknown]\n`bash`".to_string(),
+            1,
+        )]);
+        assert!(
+            check_deliveries(&m, &unknown, &none, &nothing)
+                .unwrap()
+                .is_empty()
+        );
         let twice = HashMap::from([
             (
                 "[deferred action act-1 approved and executed]\nx".to_string(),
                 1,
             ),
             (
-                "[deferred action act-1 approved and executed]\ny".to_string(),
+                "[deferred action act-1 approved, outcome unknown]\ny".to_string(),
                 1,
             ),
         ]);

@@ -352,6 +352,14 @@ impl Hub {
                         tracing::error!("{e}");
                     }
                 }
+                let decided_before = (kind == "action_deferred")
+                    .then(|| inner.actions.decided_before(&event.0))
+                    .flatten();
+                if let Some(allow) = decided_before
+                    && let Some(s) = inner.sessions.map.get(session)
+                {
+                    s.send(decide_op(&event.0, allow));
+                }
                 let actions_changed = match kind.as_str() {
                     "action_deferred" => inner.actions.deferred(&event.0, session),
                     "action_decided" => inner.actions.decided_by_engine(&event.0),
@@ -471,4 +479,19 @@ pub(super) fn model_of(view: &View) -> Option<String> {
             .and_then(|e| e.str("model"))
             .map(str::to_string)
     })
+}
+
+/// `decide_action` for the action of `event` (an `action_deferred`), sent again.
+fn decide_op(event: &Object, allow: bool) -> Object {
+    let mut op = Object::new();
+    op.insert("op".into(), "decide_action".into());
+    op.insert(
+        "action".into(),
+        event.get("id").cloned().unwrap_or_default(),
+    );
+    op.insert(
+        "decision".into(),
+        if allow { "allow" } else { "deny" }.into(),
+    );
+    op
 }
