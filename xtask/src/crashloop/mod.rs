@@ -201,6 +201,20 @@ async fn run_loop(options: Options) -> Result<bool> {
         killed_at = Some(wall_ms());
         let _ = driver.await;
         world.after_kill(&model);
+        // Half the time a task comes due within 2 s, stay down across its time: the next
+        // start must run it once (the missed-run path).
+        let now = wall_ms();
+        let soon = lock(&model)
+            .due
+            .values()
+            .map(|at| at * 1000)
+            .filter(|at| (now..now + 2000).contains(at))
+            .min();
+        if let Some(at) = soon
+            && rng.below(2) == 0
+        {
+            tokio::time::sleep(Duration::from_millis(at + 500 - now)).await;
+        }
         if (round + 1) % 50 == 0 {
             println!(
                 "crashloop: {} kills, {:.0?}, {} problems",
