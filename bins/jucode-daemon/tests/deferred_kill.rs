@@ -72,13 +72,17 @@ async fn told(c: &mut Client, session: &str, action: &str) -> String {
         .unwrap();
     assert_eq!(opened["type"], "session_opened", "{opened}");
     let head = format!("[deferred action {action} ");
+    let mut announced = false;
     let message = c
         .recv_until(|f| {
+            announced |= f["type"] == "action_deferred";
             f["type"] == "user_message"
                 && f["content"].as_str().is_some_and(|t| t.starts_with(&head))
         })
         .await
         .unwrap();
+    // The engine's announcement of an action the daemon holds is not news to clients.
+    assert!(!announced, "an action recorded already was announced again");
     message["content"].as_str().unwrap().to_string()
 }
 

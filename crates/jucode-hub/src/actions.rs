@@ -191,6 +191,14 @@ impl Actions {
         }
     }
 
+    /// Whether `event`'s action is recorded already.
+    pub(crate) fn knows(&self, event: &Object) -> bool {
+        event
+            .get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|id| self.map.contains_key(id))
+    }
+
     /// The decision an engine announcing `event`'s action as open (as it does for every
     /// open action at its start) should have had: one recorded here before a kill kept it
     /// from the engine.

@@ -352,13 +352,16 @@ impl Hub {
                         tracing::error!("{e}");
                     }
                 }
-                let decided_before = (kind == "action_deferred")
-                    .then(|| inner.actions.decided_before(&event.0))
-                    .flatten();
-                if let Some(allow) = decided_before
-                    && let Some(s) = inner.sessions.map.get(session)
-                {
-                    s.send(decide_op(&event.0, allow));
+                // An engine announces its open actions at every start: one recorded already is
+                // not news, and one decided here before a kill kept the decision from the engine
+                // is decided again.
+                if kind == "action_deferred" && inner.actions.knows(&event.0) {
+                    forward = false;
+                    if let Some(allow) = inner.actions.decided_before(&event.0)
+                        && let Some(s) = inner.sessions.map.get(session)
+                    {
+                        s.send(decide_op(&event.0, allow));
+                    }
                 }
                 let actions_changed = match kind.as_str() {
                     "action_deferred" => inner.actions.deferred(&event.0, session),
