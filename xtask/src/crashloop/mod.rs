@@ -264,6 +264,9 @@ async fn run_loop(options: Options) -> Result<bool> {
             println!("crashloop: daemon: {line}");
         }
     }
+    if let Err(e) = told_deferrals_listed(&daemon, &model).await {
+        problems.push(format!("{e:#}"));
+    }
     // How the dispatches ended, for the figures.
     let mut ended: std::collections::BTreeMap<String, usize> = Default::default();
     let listed = daemon
@@ -351,5 +354,40 @@ async fn run_loop(options: Options) -> Result<bool> {
             println!("crashloop: the state is kept in {}", kept.display());
         }
         Ok(false)
+    }
+}
+
+/// Every deferral a killed daemon told the model of is listed once its session has started
+/// again: agent `d`'s sessions are opened (as a person looking at them would), and the list
+/// is read until it has them all, a minute at most.
+#[allow(
+    clippy::disallowed_methods,
+    reason = "the wait for the sessions to start is in real time"
+)]
+async fn told_deferrals_listed(daemon: &Daemon, model: &Arc<Mutex<Model>>) -> Result<()> {
+    let mut c = daemon.client().await?;
+    let sessions: Vec<String> = c
+        .connect_batch
+        .iter()
+        .filter(|f| f["type"] == "sessions")
+        .flat_map(|f| f["sessions"].as_array().cloned().unwrap_or_default())
+        .filter(|s| s["agent"] == "d")
+        .filter_map(|s| s["session"].as_str().map(String::from))
+        .collect();
+    for session in sessions {
+        c.request(json!({"op":"session_open","session":session}))
+            .await?;
+    }
+    let begun = Instant::now();
+    loop {
+        let listed = c.request(json!({"op":"actions_list"})).await?;
+        let missing = checks::unlisted_told(&lock(model), &listed);
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if begun.elapsed() > Duration::from_secs(60) {
+            bail!("deferred actions the model was told of, never listed: {missing:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
