@@ -82,6 +82,25 @@ pub fn decision_message(action: &DeferredAction, outcome: Option<(&str, bool)>) 
     }
 }
 
+/// What the session is told at its next start of an action allowed before a kill whose
+/// outcome was never recorded: it may have run or not, so it is not run again.
+pub fn interrupted_message(action: &DeferredAction) -> String {
+    let DeferredAction {
+        id, name, summary, ..
+    } = action;
+    format!(
+        "[deferred action {id} approved, outcome unknown]\n`{name}` ({summary})\nThe daemon stopped after the approval, before the outcome was recorded: it may or may not have run. Check before running it again."
+    )
+}
+
+/// Whether a user message is the one telling the session how action `id` was decided.
+pub fn tells(content: &str, id: &str) -> bool {
+    content
+        .strip_prefix("[deferred action ")
+        .and_then(|rest| rest.strip_prefix(id))
+        .is_some_and(|rest| rest.starts_with(' '))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {

@@ -3,7 +3,7 @@
 //! Reading it back gives the model's context, the transcript clients see, and the actions
 //! still waiting for a decision.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use jucode_protocol::serve::TranscriptItem;
@@ -59,6 +59,11 @@ pub struct Loaded {
     pub open_actions: Vec<DeferredAction>,
     /// Decisions by digest, for identical calls.
     pub decided: HashMap<String, bool>,
+    /// The ids of every decided action.
+    pub decided_ids: HashSet<String>,
+    /// Decided actions (allowed?) whose outcome the conversation has not heard: a kill came
+    /// between the decision and its message. Told at the next start.
+    pub untold: Vec<(DeferredAction, bool)>,
     /// User messages so far.
     pub turns: u64,
     pub first_request: Option<String>,
@@ -71,6 +76,8 @@ impl Loaded {
             Record::Message { message, .. } => {
                 match &message {
                     Message::User { content, images } => {
+                        self.untold
+                            .retain(|(a, _)| !crate::actions::tells(content, &a.id));
                         self.turns += 1;
                         if self.first_request.is_none() {
                             self.first_request = Some(content.clone());
@@ -112,7 +119,9 @@ impl Loaded {
             Record::Decided { id, allow, .. } => {
                 if let Some(pos) = self.open_actions.iter().position(|a| a.id == id) {
                     let action = self.open_actions.remove(pos);
-                    self.decided.insert(action.digest, allow);
+                    self.decided.insert(action.digest.clone(), allow);
+                    self.decided_ids.insert(id);
+                    self.untold.push((action, allow));
                 }
             }
             Record::Title { title, .. } => self.title = Some(title),

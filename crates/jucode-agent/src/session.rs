@@ -120,6 +120,8 @@ struct State {
     messages: Vec<Message>,
     open_actions: Vec<DeferredAction>,
     decided: HashMap<String, bool>,
+    /// Every decided action's id: a decision sent again (after a restart) is not an error.
+    decided_ids: HashSet<String>,
     model_override: Option<String>,
     /// Tokens of the last request (input + output): the context in use.
     context_tokens: u64,

@@ -191,7 +191,25 @@ impl Actions {
         }
     }
 
-    /// Records a client's decision, before the engine hears of it.
+    /// Whether `event`'s action is recorded already.
+    pub(crate) fn knows(&self, event: &Object) -> bool {
+        event
+            .get("id")
+            .and_then(Value::as_str)
+            .is_some_and(|id| self.map.contains_key(id))
+    }
+
+    /// The decision an engine announcing `event`'s action as open (as it does for every
+    /// open action at its start) should have had: one recorded here before a kill kept it
+    /// from the engine.
+    pub(crate) fn decided_before(&self, event: &Object) -> Option<bool> {
+        let id = event.get("id").and_then(Value::as_str)?;
+        match self.map.get(id)?.state {
+            State::Decided { allow, .. } => Some(allow),
+            _ => None,
+        }
+    }
+
     /// The session an action belongs to, when it is known.
     pub(crate) fn session_of(&self, id: &str) -> Option<String> {
         self.map
@@ -200,6 +218,7 @@ impl Actions {
             .map(str::to_string)
     }
 
+    /// Records a client's decision, before the engine hears of it.
     pub(crate) fn decide(&mut self, id: &str, allow: bool) -> Result<Decided, ActionError> {
         let action = self
             .map

@@ -26,7 +26,8 @@ pub(crate) async fn run(
         Ok((log, loaded)) => (Some(log), loaded, None),
         Err(e) => (None, Default::default(), Some(e.to_string())),
     };
-    let loaded: crate::log::Loaded = loaded;
+    let mut loaded: crate::log::Loaded = loaded;
+    let untold = std::mem::take(&mut loaded.untold);
     let transcript = setup.resume.then(|| loaded.transcript.clone());
     let config_path = setup.home.join("config.json");
     // A broken server list is reported once the startup batch is out; the session runs on.
@@ -59,6 +60,7 @@ pub(crate) async fn run(
             },
             open_actions: loaded.open_actions,
             decided: loaded.decided,
+            decided_ids: loaded.decided_ids,
             model_override: setup.model,
             context_tokens: 0,
             turns: if setup.resume { loaded.turns } else { 0 },
@@ -92,6 +94,20 @@ pub(crate) async fn run(
     }
     if let Some(e) = mcp_error {
         ctx.error(e).await;
+    }
+    // The open actions again, for a hub that missed one or decided one before a kill kept
+    // the decision from here; and the decisions a kill kept from the conversation.
+    let open = ctx.state().open_actions.clone();
+    for action in open {
+        let event = action.to_event().as_object().cloned().unwrap_or_default();
+        let _ = ctx.events.send(EngineOutput::Event(Event(event))).await;
+    }
+    for (action, allow) in untold {
+        let _ = ctx.internal.send(if allow {
+            actions::interrupted_message(&action)
+        } else {
+            actions::decision_message(&action, None)
+        });
     }
     let mut actor = Actor {
         ctx,
@@ -540,11 +556,16 @@ impl Actor {
             let action = pos.map(|pos| state.open_actions.remove(pos));
             if let Some(a) = &action {
                 state.decided.insert(a.digest.clone(), allow);
+                state.decided_ids.insert(a.id.clone());
             }
-            action
+            (action, state.decided_ids.contains(id))
         };
-        let Some(action) = action else {
-            return ctx.error(format!("unknown action: {id}")).await;
+        let action = match action {
+            (Some(action), _) => action,
+            // Decided already: the hub sends a decision again when this session announces
+            // at its start an action it had decided before a kill; the first one stands.
+            (None, true) => return,
+            (None, false) => return ctx.error(format!("unknown action: {id}")).await,
         };
         ctx.record(Record::Decided {
             id: action.id.clone(),

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use jucode_engine::EngineOutput;
+use jucode_protocol::Object;
 use jucode_protocol::daemon::limits::TITLE_CHARS;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
 use jucode_protocol::serve::Event;
@@ -257,6 +258,17 @@ impl Hub {
                         tracing::error!("{e}");
                     }
                 }
+                // An engine announces its open actions at every start: one recorded already is
+                // not news, and one decided here before a kill kept the decision from the engine
+                // is decided again.
+                if kind == Kind::ActionDeferred && inner.actions.knows(&event.0) {
+                    forward = false;
+                    if let Some(allow) = inner.actions.decided_before(&event.0)
+                        && let Some(s) = inner.sessions.map.get(session)
+                    {
+                        s.send(decide_op(&event.0, allow));
+                    }
+                }
                 let actions_changed = match kind {
                     Kind::ActionDeferred => inner.actions.deferred(&event.0, session),
                     Kind::ActionDecided => inner.actions.decided_by_engine(&event.0),
@@ -365,6 +377,21 @@ impl Hub {
         }
         named
     }
+}
+
+/// `decide_action` for the action of `event` (an `action_deferred`), sent again.
+fn decide_op(event: &Object, allow: bool) -> Object {
+    let mut op = Object::new();
+    op.insert("op".into(), "decide_action".into());
+    op.insert(
+        "action".into(),
+        event.get("id").cloned().unwrap_or_default(),
+    );
+    op.insert(
+        "decision".into(),
+        if allow { "allow" } else { "deny" }.into(),
+    );
+    op
 }
 
 #[cfg(test)]
