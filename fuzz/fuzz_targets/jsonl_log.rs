@@ -2,31 +2,15 @@
 //! and what it recovered reads back the same on a second open.
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
-
 use jucode_store::JsonlLog;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-fn scratch() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // tmpfs when there is one: open fsyncs, and a disk makes that the whole cost.
-        let base = PathBuf::from("/dev/shm");
-        let base = if base.is_dir() {
-            base
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = base.join(format!("jucode-fuzz-jsonl-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        dir
-    })
-}
+#[path = "common/scratch.rs"]
+mod scratch;
 
 fuzz_target!(|data: &[u8]| {
-    let path = scratch().join("log.jsonl");
+    let path = scratch::scratch("jsonl").join("log.jsonl");
     if std::fs::write(&path, data).is_err() {
         return;
     }

@@ -12,8 +12,7 @@
 #![no_main]
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::Path;
 
 use base64::Engine as _;
 use jucode_hub::{ClientId, UploadDesk};
@@ -22,25 +21,15 @@ use jucode_protocol::daemon::{DaemonEvent, DaemonOp};
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 /// What the model knows of one upload.
 struct Up {
     client: u64,
     bytes: Vec<u8>,
     /// Finished, abandoned or failed: every later chunk must be refused.
     over: bool,
-}
-
-fn scratch() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = PathBuf::from("/dev/shm");
-        let base = if base.is_dir() {
-            base
-        } else {
-            std::env::temp_dir()
-        };
-        base.join(format!("jucode-fuzz-upload-{}", std::process::id()))
-    })
 }
 
 /// The hub's sweep at a start: gone connections' uploads, and the starter's oldest beyond 7.
@@ -74,8 +63,9 @@ fn check_file(dir: &Path, path: &str, bytes: &[u8]) {
     assert_eq!(std::fs::read(path).ok().as_deref(), Some(bytes));
 }
 
-/// Everything on disk is `uploads/<date>/<file>`.
-fn check_tree(root: &Path) {
+/// Everything on disk is `uploads/<date>/<file>`; each is removed once checked, so the next
+/// input starts in an empty folder without a second walk over the tree.
+fn check_and_clear(root: &Path) {
     let Ok(top) = std::fs::read_dir(root) else {
         return;
     };
@@ -100,16 +90,28 @@ fn check_tree(root: &Path) {
                     kind.is_some_and(|k| k.is_file()),
                     "not a plain file: {file:?}"
                 );
+                let _ = std::fs::remove_file(file.path());
             }
+            let _ = std::fs::remove_dir(day.path());
         }
+        let _ = std::fs::remove_dir(entry.path());
     }
 }
 
+/// Whether `dir` is there and holds nothing.
+fn is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
 fuzz_target!(|data: &[u8]| {
-    let root = scratch();
-    let _ = std::fs::remove_dir_all(root);
-    if std::fs::create_dir_all(root).is_err() {
-        return;
+    // An empty folder for every input: the last one's check cleared it, and what an input
+    // left otherwise (it stopped early) goes here.
+    let root = scratch::scratch("upload");
+    if !is_empty(root) {
+        let _ = std::fs::remove_dir_all(root);
+        if std::fs::create_dir_all(root).is_err() {
+            return;
+        }
     }
     let dir = root.join("uploads");
     let desk = UploadDesk::default();
@@ -254,5 +256,5 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
-    check_tree(root);
+    check_and_clear(root);
 });

@@ -47,6 +47,30 @@ enum Session {
     Acp(Box<Acp>),
 }
 
+/// The async runtime a replay runs on. A caller that runs many replays in a row (the fuzz
+/// targets) keeps one instead of making and dropping one for each: [`Replay::on`] takes it
+/// and [`Replay::into_runtime`] gives it back.
+pub struct ReplayRuntime(Runtime);
+
+impl ReplayRuntime {
+    /// A runtime as a replay needs it: the current thread, timers on.
+    pub fn new() -> Result<ReplayRuntime, ReplayError> {
+        Ok(ReplayRuntime(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()?,
+        ))
+    }
+}
+
+impl std::fmt::Debug for ReplayRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayRuntime")
+            .field("tasks", &self.0.metrics().num_alive_tasks())
+            .finish()
+    }
+}
+
 /// One session of `engine`, fed stdout lines by [`Replay::line`].
 pub struct Replay {
     runtime: Runtime,
@@ -74,9 +98,12 @@ impl Replay {
     /// Opens a session of `engine` working in `dir` (which must exist), with its homes
     /// under it too, as a new session (Claude Code's id a fixed UUID).
     pub fn new(engine: Engine, dir: &Path) -> Result<Replay, ReplayError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()?;
+        Replay::on(ReplayRuntime::new()?, engine, dir)
+    }
+
+    /// [`Replay::new`] on a runtime the caller kept from an earlier replay.
+    pub fn on(runtime: ReplayRuntime, engine: Engine, dir: &Path) -> Result<Replay, ReplayError> {
+        let ReplayRuntime(runtime) = runtime;
         let config = AdapterConfig {
             jucode_home: dir.join("jucode-home"),
             user_home: dir.join("user-home"),
@@ -130,6 +157,25 @@ impl Replay {
             opening,
             written,
         })
+    }
+
+    /// Ends the session and gives its runtime back for another replay, but only with no task
+    /// left on it (none is started today; should a session leave one, it would run during the
+    /// next replay), so a replay on a kept runtime runs as on a new one. `None` otherwise.
+    pub fn into_runtime(self) -> Option<ReplayRuntime> {
+        let Replay {
+            runtime,
+            session,
+            events,
+            input,
+            ..
+        } = self;
+        {
+            // Inside the runtime: a drop that spawned would show below, not panic.
+            let _inside = runtime.enter();
+            drop((session, events, input));
+        }
+        (runtime.metrics().num_alive_tasks() == 0).then_some(ReplayRuntime(runtime))
     }
 
     /// What the session sent while it opened.
@@ -250,6 +296,33 @@ mod tests {
         assert!(replay.line("warming up").is_empty());
         assert!(replay.line("{not json").is_empty());
         assert!(!replay.ended());
+    }
+
+    #[test]
+    fn a_kept_runtime_replays_as_a_new_one_and_only_an_empty_one_comes_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let ask = json!({"type":"control_request","request_id":"r1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"ls"},"tool_use_id":"toolu_1"}}).to_string();
+        let mut fresh = Replay::new(Engine::Claude, dir.path()).unwrap();
+        let want = (
+            kinds(fresh.opening()),
+            fresh.written(),
+            kinds(&fresh.line(&ask)),
+        );
+        let mut runtime = fresh.into_runtime().unwrap();
+        for _ in 0..3 {
+            let mut again = Replay::on(runtime, Engine::Claude, dir.path()).unwrap();
+            let got = (
+                kinds(again.opening()),
+                again.written(),
+                kinds(&again.line(&ask)),
+            );
+            assert_eq!(got, want);
+            runtime = again.into_runtime().unwrap();
+        }
+        // A task left on the runtime would run in the next replay: that runtime is not kept.
+        runtime.0.spawn(std::future::pending::<()>());
+        let busy = Replay::on(runtime, Engine::Codex, dir.path()).unwrap();
+        assert!(busy.into_runtime().is_none());
     }
 
     #[test]

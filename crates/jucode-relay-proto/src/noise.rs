@@ -52,15 +52,65 @@ pub fn public_key(private: &[u8; 32]) -> [u8; 32] {
 
 /// The host's side of a new stream: a fresh state for every stream (§12.2 rule 10).
 pub fn responder(private: &[u8]) -> Result<HandshakeState, NoiseError> {
-    Ok(Builder::new(params()?)
+    responder_on(Builder::new(params()?), private)
+}
+
+/// A client's side: it knows the host's static key from the pairing link.
+pub fn initiator(private: &[u8], host_static: &[u8]) -> Result<HandshakeState, NoiseError> {
+    initiator_on(Builder::new(params()?), private, host_static)
+}
+
+/// Where a handshake's cryptography comes from, for [`responder_with`] and [`initiator_with`]:
+/// the `noise_handshake` fuzz target answers the X25519 of its fixed keys from a table and
+/// fixes the ephemeral keys, so an input runs the same every time. Never for a real stream.
+pub struct Primitives<'a> {
+    /// snow's DH, cipher, hash and random source.
+    pub resolver: snow::resolvers::BoxedCryptoResolver,
+    /// The ephemeral private key instead of a random one: every handshake with it is the same,
+    /// which is what a test wants and what a real stream must never have.
+    pub ephemeral: Option<&'a [u8]>,
+}
+
+impl<'a> Primitives<'a> {
+    fn builder(self) -> Result<Builder<'a>, NoiseError> {
+        let builder = Builder::with_resolver(params()?, self.resolver);
+        Ok(match self.ephemeral {
+            Some(key) => builder.fixed_ephemeral_key_for_testing_only(key),
+            None => builder,
+        })
+    }
+}
+
+/// [`responder`] over the caller's [`Primitives`]; the pattern, key and prologue are the same.
+pub fn responder_with<'a>(
+    private: &'a [u8],
+    primitives: Primitives<'a>,
+) -> Result<HandshakeState, NoiseError> {
+    responder_on(primitives.builder()?, private)
+}
+
+/// [`initiator`] over the caller's [`Primitives`]; the pattern, keys and prologue are the same.
+pub fn initiator_with<'a>(
+    private: &'a [u8],
+    host_static: &'a [u8],
+    primitives: Primitives<'a>,
+) -> Result<HandshakeState, NoiseError> {
+    initiator_on(primitives.builder()?, private, host_static)
+}
+
+fn responder_on<'a>(builder: Builder<'a>, private: &'a [u8]) -> Result<HandshakeState, NoiseError> {
+    Ok(builder
         .local_private_key(private)?
         .prologue(PROLOGUE)?
         .build_responder()?)
 }
 
-/// A client's side: it knows the host's static key from the pairing link.
-pub fn initiator(private: &[u8], host_static: &[u8]) -> Result<HandshakeState, NoiseError> {
-    Ok(Builder::new(params()?)
+fn initiator_on<'a>(
+    builder: Builder<'a>,
+    private: &'a [u8],
+    host_static: &'a [u8],
+) -> Result<HandshakeState, NoiseError> {
+    Ok(builder
         .local_private_key(private)?
         .remote_public_key(host_static)?
         .prologue(PROLOGUE)?
@@ -283,6 +333,52 @@ mod tests {
             Channel::new(i.into_transport_mode().unwrap()),
             Channel::new(r.into_transport_mode().unwrap()),
         )
+    }
+
+    /// The seam the fuzz target uses: with snow's own primitives and fixed ephemeral keys it
+    /// is the same handshake (a default side on the other end completes it) and the same
+    /// messages every time.
+    #[test]
+    fn handshakes_over_given_primitives_are_the_same_handshake() {
+        let primitives = |key: &'static [u8]| Primitives {
+            resolver: Box::new(snow::resolvers::DefaultResolver),
+            ephemeral: Some(key),
+        };
+        let host = [7u8; 32];
+        let phone = [9u8; 32];
+        let host_public = public_key(&host);
+        let run = |fixed_phone: bool, fixed_host: bool| {
+            let mut i = if fixed_phone {
+                initiator_with(&phone, &host_public, primitives(&[0x22; 32])).unwrap()
+            } else {
+                initiator(&phone, &host_public).unwrap()
+            };
+            let mut r = if fixed_host {
+                responder_with(&host, primitives(&[0x11; 32])).unwrap()
+            } else {
+                responder(&host).unwrap()
+            };
+            let mut buf = vec![0u8; 1024];
+            let mut payload = vec![0u8; 1024];
+            let n = i.write_message(b"{}", &mut buf).unwrap();
+            let msg1 = buf[..n].to_vec();
+            r.read_message(&msg1, &mut payload).unwrap();
+            let n = r.write_message(b"{}", &mut buf).unwrap();
+            let msg2 = buf[..n].to_vec();
+            i.read_message(&msg2, &mut payload).unwrap();
+            let (mut a, mut b) = (
+                Channel::new(i.into_transport_mode().unwrap()),
+                Channel::new(r.into_transport_mode().unwrap()),
+            );
+            let sealed = a.seal(b"ping").unwrap();
+            assert_eq!(b.open(&sealed[0]).unwrap().unwrap(), b"ping");
+            (msg1, msg2)
+        };
+        let fixed = run(true, true);
+        assert_eq!(run(true, true), fixed);
+        assert_eq!(run(true, false).0, fixed.0);
+        assert_ne!(run(false, true).0, fixed.0);
+        assert_ne!(run(false, false).1, fixed.1);
     }
 
     #[test]

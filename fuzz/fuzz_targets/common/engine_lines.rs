@@ -1,35 +1,49 @@
 //! Shared by the engine line targets: the input is an engine's stdout, one line per `\n`,
 //! handed to a fresh adapter session with no process behind it (`jucode_adapters::replay`).
+//!
+//! What one input leaves behind never reaches the next: the session is new for each, the
+//! runtime kept between them is handed back only with no task left on it
+//! (`Replay::into_runtime`), and the folder is emptied whenever an input left files in it.
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::path::Path;
 
-use jucode_adapters::replay::{Engine, Replay};
+use jucode_adapters::replay::{Engine, Replay, ReplayRuntime};
 use jucode_engine::EngineOutput;
 
-/// The session's directory: tmpfs when there is one (ACP `fs/write_text_file` writes there).
-fn scratch() -> &'static PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let base = PathBuf::from("/dev/shm");
-        let base = if base.is_dir() {
-            base
-        } else {
-            std::env::temp_dir()
-        };
-        base.join(format!("jucode-fuzz-lines-{}", std::process::id()))
-    })
+#[path = "scratch.rs"]
+mod scratch;
+
+thread_local! {
+    /// The runtime of the input before, when it left nothing on it.
+    static RUNTIME: RefCell<Option<ReplayRuntime>> = const { RefCell::new(None) };
+}
+
+/// Whether `dir` is there and holds nothing.
+fn is_empty(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
 }
 
 pub fn run(engine: Engine, data: &[u8]) {
-    let dir = scratch();
-    // A clean directory per input, so one input's files never change the next one's run.
-    let _ = std::fs::remove_dir_all(dir);
-    if std::fs::create_dir_all(dir).is_err() {
-        return;
+    // The session's directory; only ACP's `fs/write_text_file` and Codex's thread map write
+    // in it, so most inputs leave it empty and the next needs no new one.
+    let dir = scratch::scratch("lines");
+    if !is_empty(dir) {
+        let _ = std::fs::remove_dir_all(dir);
+        if std::fs::create_dir_all(dir).is_err() {
+            return;
+        }
     }
-    let Ok(mut replay) = Replay::new(engine, dir) else {
-        panic!("a replay session did not open");
+    let runtime = match RUNTIME.take() {
+        Some(runtime) => runtime,
+        None => match ReplayRuntime::new() {
+            Ok(runtime) => runtime,
+            Err(e) => panic!("no runtime for a replay: {e}"),
+        },
+    };
+    let mut replay = match Replay::on(runtime, engine, dir) {
+        Ok(replay) => replay,
+        Err(e) => panic!("a replay session did not open: {e}"),
     };
     for line in data.split(|b| *b == b'\n') {
         // The CLI reader stops at a line that is not UTF-8, as `lines()` does.
@@ -49,4 +63,5 @@ pub fn run(engine: Engine, data: &[u8]) {
         // Every frame the adapter writes back is one JSON value on its own line.
         let _ = replay.written();
     }
+    RUNTIME.set(replay.into_runtime());
 }
