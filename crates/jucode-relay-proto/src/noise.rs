@@ -62,7 +62,9 @@ pub fn initiator(private: &[u8], host_static: &[u8]) -> Result<HandshakeState, N
 
 /// Where a handshake's cryptography comes from, for [`responder_with`] and [`initiator_with`]:
 /// the `noise_handshake` fuzz target answers the X25519 of its fixed keys from a table and
-/// fixes the ephemeral keys, so an input runs the same every time. Never for a real stream.
+/// fixes the ephemeral keys, so an input runs the same every time. Never for a real stream:
+/// only the `fuzzing` feature, which the fuzz crate alone turns on, has it.
+#[cfg(feature = "fuzzing")]
 pub struct Primitives<'a> {
     /// snow's DH, cipher, hash and random source.
     pub resolver: snow::resolvers::BoxedCryptoResolver,
@@ -71,6 +73,7 @@ pub struct Primitives<'a> {
     pub ephemeral: Option<&'a [u8]>,
 }
 
+#[cfg(feature = "fuzzing")]
 impl<'a> Primitives<'a> {
     fn builder(self) -> Result<Builder<'a>, NoiseError> {
         let builder = Builder::with_resolver(params()?, self.resolver);
@@ -82,6 +85,7 @@ impl<'a> Primitives<'a> {
 }
 
 /// [`responder`] over the caller's [`Primitives`]; the pattern, key and prologue are the same.
+#[cfg(feature = "fuzzing")]
 pub fn responder_with<'a>(
     private: &'a [u8],
     primitives: Primitives<'a>,
@@ -90,6 +94,7 @@ pub fn responder_with<'a>(
 }
 
 /// [`initiator`] over the caller's [`Primitives`]; the pattern, keys and prologue are the same.
+#[cfg(feature = "fuzzing")]
 pub fn initiator_with<'a>(
     private: &'a [u8],
     host_static: &'a [u8],
@@ -337,7 +342,8 @@ mod tests {
 
     /// The seam the fuzz target uses: with snow's own primitives and fixed ephemeral keys it
     /// is the same handshake (a default side on the other end completes it) and the same
-    /// messages every time.
+    /// messages every time. `cargo test -p jucode-relay-proto --features fuzzing`.
+    #[cfg(feature = "fuzzing")]
     #[test]
     fn handshakes_over_given_primitives_are_the_same_handshake() {
         let primitives = |key: &'static [u8]| Primitives {
