@@ -19,6 +19,14 @@ fn list<'a>(f: &'a Value, field: &str) -> &'a [Value] {
     f[field].as_array().map(Vec::as_slice).unwrap_or(&[])
 }
 
+/// The `id`s of the entries of `f[field]`.
+fn ids<'a>(f: &'a Value, field: &str) -> HashSet<&'a str> {
+    list(f, field)
+        .iter()
+        .filter_map(|e| e["id"].as_str())
+        .collect()
+}
+
 /// The restarted daemon's connect batch against the model: every acknowledged record is
 /// there as last acknowledged, nothing deleted came back. Returns the problems found.
 pub fn check_batch(model: &Model, batch: &[Value]) -> Result<Vec<String>> {
@@ -105,10 +113,7 @@ pub fn check_items(
     reports: &Value,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    let open: HashSet<&str> = list(questions, "questions")
-        .iter()
-        .filter_map(|q| q["id"].as_str())
-        .collect();
+    let open = ids(questions, "questions");
     let closed: HashMap<&str, &Value> = list(questions, "closed")
         .iter()
         .filter_map(|q| Some((q["id"].as_str()?, q)))
@@ -150,11 +155,8 @@ pub fn check_items(
 /// between the engine's record and the daemon's leaves one unlisted until its session starts
 /// again (the engine announces its open actions then): checked at the end of the run.
 pub fn unlisted_told(model: &Model, frame: &Value) -> Vec<String> {
-    let listed: HashSet<&str> = list(frame, "actions")
-        .iter()
-        .chain(list(frame, "closed"))
-        .filter_map(|a| a["id"].as_str())
-        .collect();
+    let mut listed = ids(frame, "actions");
+    listed.extend(ids(frame, "closed"));
     let mut out: Vec<String> = model
         .told_deferred
         .iter()
@@ -172,10 +174,7 @@ pub fn unlisted_told(model: &Model, frame: &Value) -> Vec<String> {
 /// and none ran that was not allowed. `runs` counts each line of the runs file.
 pub fn check_actions(model: &Model, frame: &Value, runs: &HashMap<String, usize>) -> Vec<String> {
     let mut problems = Vec::new();
-    let open: HashSet<&str> = list(frame, "actions")
-        .iter()
-        .filter_map(|a| a["id"].as_str())
-        .collect();
+    let open = ids(frame, "actions");
     let closed: HashMap<&str, &str> = list(frame, "closed")
         .iter()
         .filter_map(|a| Some((a["id"].as_str()?, a["closed_reason"].as_str().unwrap_or(""))))

@@ -75,33 +75,30 @@ impl Kind {
 /// place, as the insertion does.
 pub(super) fn session_frame(event: Event, session: &str) -> Arc<str> {
     let mut map = event.0;
-    if map.contains_key("session") {
-        map.insert("session".into(), Value::String(session.to_string()));
-        return crate::clients::json_text(&Value::Object(map));
+    if !map.contains_key("session")
+        && let Some(text) = with_session_after(&map, session)
+    {
+        return text.into();
     }
+    map.insert("session".into(), Value::String(session.to_string()));
+    crate::clients::json_text(&Value::Object(map))
+}
+
+/// `map` serialized with `"session":<session>` written after its last entry; `None` if
+/// serializing failed (then the caller inserts and serializes as usual).
+fn with_session_after(map: &Object, session: &str) -> Option<String> {
     let mut out = Vec::with_capacity(64 + session.len());
-    let written = serde_json::to_writer(&mut out, &map).is_ok() && out.last() == Some(&b'}');
-    if !written {
-        map.insert("session".into(), Value::String(session.to_string()));
-        return crate::clients::json_text(&Value::Object(map));
+    serde_json::to_writer(&mut out, map).ok()?;
+    if out.pop() != Some(b'}') {
+        return None;
     }
-    out.pop();
     if !map.is_empty() {
         out.push(b',');
     }
     out.extend_from_slice(b"\"session\":");
-    if serde_json::to_writer(&mut out, session).is_err() {
-        map.insert("session".into(), Value::String(session.to_string()));
-        return crate::clients::json_text(&Value::Object(map));
-    }
+    serde_json::to_writer(&mut out, session).ok()?;
     out.push(b'}');
-    match String::from_utf8(out) {
-        Ok(text) => text.into(),
-        Err(_) => {
-            map.insert("session".into(), Value::String(session.to_string()));
-            crate::clients::json_text(&Value::Object(map))
-        }
-    }
+    String::from_utf8(out).ok()
 }
 
 impl Hub {
