@@ -107,6 +107,9 @@ pub async fn run(args: ServeArgs) -> Result<()> {
     while let Some(output) = handle.events.recv().await {
         match output {
             EngineOutput::Event(event) => emit(&Value::Object(event.with_session(&session).0))?,
+            EngineOutput::Delta(text) => emit(&Value::Object(
+                jucode_engine::delta_event(text).with_session(&session).0,
+            ))?,
             EngineOutput::Exited { error: None } => return Ok(()),
             EngineOutput::Exited { error: Some(e) } => bail!("the session stopped: {e}"),
         }

@@ -258,6 +258,7 @@ mod tests {
         out.iter()
             .map(|o| match o {
                 EngineOutput::Event(e) => e.kind().to_string(),
+                EngineOutput::Delta(_) => "assistant_delta".into(),
                 EngineOutput::Exited { .. } => "exited".into(),
             })
             .collect()

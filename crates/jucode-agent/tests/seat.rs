@@ -159,6 +159,7 @@ impl Session {
     async fn event(&mut self) -> Value {
         match self.next().await {
             EngineOutput::Event(e) => Value::Object(e.0),
+            EngineOutput::Delta(text) => Value::Object(jucode_engine::delta_event(text).0),
             EngineOutput::Exited { error } => panic!("the session exited: {error:?}"),
         }
     }

@@ -38,8 +38,32 @@ pub struct StartSpec {
 pub enum EngineOutput {
     /// A serve-v2 event, without `session` (the hub adds it).
     Event(Event),
+    /// An `assistant_delta` event with no field but its text: the same event as
+    /// `{"type":"assistant_delta","delta":<text>}`, kept out of a map because a turn streams
+    /// thousands of them. An engine may send either form.
+    Delta(String),
     /// The engine has stopped; nothing follows. `error` says why when it was not asked to.
     Exited { error: Option<String> },
+}
+
+impl EngineOutput {
+    /// The output as a serve-v2 event (a [`EngineOutput::Delta`] in its map form); `None` for
+    /// [`EngineOutput::Exited`]. For consumers with no use for the delta's short form.
+    pub fn into_event(self) -> Option<Event> {
+        match self {
+            EngineOutput::Event(event) => Some(event),
+            EngineOutput::Delta(text) => Some(delta_event(text)),
+            EngineOutput::Exited { .. } => None,
+        }
+    }
+}
+
+/// The map form of [`EngineOutput::Delta`].
+pub fn delta_event(text: String) -> Event {
+    let mut map = jucode_protocol::Object::new();
+    map.insert("type".into(), "assistant_delta".into());
+    map.insert("delta".into(), text.into());
+    Event(map)
 }
 
 /// A running engine, as the hub holds it.

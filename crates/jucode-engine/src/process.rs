@@ -155,16 +155,21 @@ async fn read_events(
                 if line.trim().is_empty() {
                     continue;
                 }
-                let event = match serde_json::from_str::<Event>(line) {
-                    Ok(event) => event,
+                let output = match parse_line(line) {
+                    Ok(output) => output,
                     Err(e) => {
                         tracing::warn!("engine printed a line that is not an event: {e}");
                         continue;
                     }
                 };
                 if !greeted {
-                    let protocol = event.0.get("protocol").and_then(Value::as_u64);
-                    if event.kind() != "hello" || protocol != Some(PROTOCOL_VERSION) {
+                    let hello = match &output {
+                        EngineOutput::Event(event) => Some(event),
+                        _ => None,
+                    };
+                    let protocol = hello.and_then(|e| e.0.get("protocol")?.as_u64());
+                    if hello.map(Event::kind) != Some("hello") || protocol != Some(PROTOCOL_VERSION)
+                    {
                         error = Some(format!(
                             "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {})",
                             truncate(line, 200)
@@ -175,7 +180,7 @@ async fn read_events(
                     greeted = true;
                     continue;
                 }
-                if events.send(EngineOutput::Event(event)).await.is_err() {
+                if events.send(output).await.is_err() {
                     break;
                 }
             }
@@ -195,9 +200,80 @@ async fn read_events(
     let _ = events.send(EngineOutput::Exited { error }).await;
 }
 
+/// The start of an `assistant_delta` line written the usual way: type first, then the text.
+const DELTA_PREFIX: &str = r#"{"type":"assistant_delta","delta":"#;
+
+/// One line of an engine's stdout as its output. A line that is exactly
+/// `{"type":"assistant_delta","delta":<string>}` (the bulk of a turn) becomes an
+/// [`EngineOutput::Delta`] without building a map for it; any other line, that one written
+/// otherwise included, is parsed as an event. Both give the same event.
+pub fn parse_line(line: &str) -> Result<EngineOutput, serde_json::Error> {
+    if let Some(text) = line
+        .strip_prefix(DELTA_PREFIX)
+        .and_then(|rest| rest.strip_suffix('}'))
+        // Exactly one JSON string (and spaces) must remain: a further field makes this fail,
+        // and that line takes the general road below.
+        && let Ok(text) = serde_json::from_str::<String>(text)
+    {
+        return Ok(EngineOutput::Delta(text));
+    }
+    serde_json::from_str::<Event>(line).map(EngineOutput::Event)
+}
+
 fn truncate(s: &str, max: usize) -> &str {
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// What the general parse makes of `line`, in the form `parse_line` returns for deltas.
+    fn general(line: &str) -> Option<Event> {
+        serde_json::from_str::<Event>(line).ok()
+    }
+
+    #[test]
+    fn a_plain_delta_line_skips_the_map_and_means_the_same_event() {
+        let cases = [
+            r#"{"type":"assistant_delta","delta":"t123"}"#,
+            r#"{"type":"assistant_delta","delta":"a \"q\" \n \u00e9 \ud83d\ude00"}"#,
+            r#"{"type":"assistant_delta","delta":""}"#,
+            r#"{"type":"assistant_delta","delta":"x" }"#,
+        ];
+        for line in cases {
+            let got = parse_line(line).unwrap();
+            assert!(matches!(got, EngineOutput::Delta(_)), "{line}");
+            assert_eq!(got.into_event(), general(line), "{line}");
+        }
+    }
+
+    #[test]
+    fn any_other_line_is_an_event_or_an_error_as_before() {
+        let cases = [
+            r#"{"type":"assistant_delta","delta":"a","seq":1}"#,
+            r#"{"type":"assistant_delta","delta":"a","delta":"b"}"#,
+            r#"{"type":"assistant_delta","delta":7}"#,
+            r#"{"type": "assistant_delta", "delta": "spaced"}"#,
+            r#"{"delta":"a","type":"assistant_delta"}"#,
+            r#"{"type":"status","message":"ready"}"#,
+        ];
+        for line in cases {
+            let got = parse_line(line).unwrap();
+            assert_eq!(got, EngineOutput::Event(general(line).unwrap()), "{line}");
+        }
+        for bad in [
+            r#"{"type":"assistant_delta","delta":"open}"#,
+            r#"{"type":"assistant_delta","delta":"a"}}"#,
+            r#"{"type":"assistant_delta","delta":"\ud800"}"#,
+            "not json",
+        ] {
+            assert!(parse_line(bad).is_err(), "{bad}");
+            assert!(general(bad).is_none(), "{bad}");
+        }
     }
 }

@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use agents::capability::{AgentMcp, AgentToolError};
-pub use clients::{Auth, ClientId, Connection, Frames, Kick, Outgoing};
+pub use clients::{Auth, ClientId, Connection, FrameText, Frames, Kick, Outgoing, TryRecvError};
 pub use devices::{
     LinkSource, PairError, Paired, RelayLink, RelayLinkError, app_origin, push_payload,
 };
@@ -382,7 +382,7 @@ impl Inner {
     }
 
     /// [`Inner::broadcast`] of a frame already serialized (the engine events' hot path).
-    pub(crate) fn broadcast_text(&mut self, text: std::sync::Arc<str>) {
+    pub(crate) fn broadcast_text(&mut self, text: FrameText) {
         for dropped in self.clients.broadcast_text_except(text, None) {
             self.client_gone(dropped);
         }

@@ -11,7 +11,7 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use jucode_hub::{ClientId, Connection, Frames, Hub, Kick, Outgoing};
+use jucode_hub::{ClientId, Connection, FrameText, Frames, Hub, Kick, Outgoing};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio_tungstenite::WebSocketStream;
@@ -379,43 +379,29 @@ fn kick_frame(kicked: &watch::Receiver<Option<Kick>>) -> Option<CloseFrame> {
 async fn write_batch<S: Socket>(
     sink: &mut SplitSink<WebSocketStream<S>, Message>,
     frames: &mut Frames,
-    first: Arc<str>,
+    first: FrameText,
 ) -> Result<(), WsError> {
     sink.feed(text_message(first)?).await?;
-    let mut n = 1;
-    let mut yielded = false;
-    while n < WRITE_BATCH {
-        let Ok(Outgoing::Frame(next)) = frames.try_recv() else {
-            if yielded {
-                break;
-            }
-            // One turn for the rest of the runtime before the write: in a burst the hub has
-            // queued more by then, and they leave in this write instead of one write each.
-            yielded = true;
-            tokio::task::yield_now().await;
-            continue;
-        };
+    let mut batch = Vec::new();
+    let mut room = WRITE_BATCH - 1;
+    room -= frames.take(&mut batch, room);
+    if room > 0 {
+        // One turn for the rest of the runtime before the write: in a burst the hub has
+        // queued more by then, and they leave in this write instead of one write each.
+        tokio::task::yield_now().await;
+        frames.take(&mut batch, room);
+    }
+    for Outgoing::Frame(next) in batch {
         sink.feed(text_message(next)?).await?;
-        n += 1;
     }
     sink.flush().await
 }
 
 /// A hub frame as a text message without copying it (a terminal's output frames are 87 KiB):
 /// the message shares the hub's buffer.
-fn text_message(text: Arc<str>) -> Result<Message, WsError> {
-    let bytes = Bytes::from_owner(SharedText(text));
+fn text_message(text: FrameText) -> Result<Message, WsError> {
     // Checking is a fast scan of text that is known to be UTF-8; it never fails.
-    Ok(Message::Text(Utf8Bytes::try_from(bytes)?))
-}
-
-/// Lends an `Arc<str>`'s bytes to a [`Bytes`].
-struct SharedText(Arc<str>);
-
-impl AsRef<[u8]> for SharedText {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
+    Ok(Message::Text(Utf8Bytes::try_from(text.to_bytes())?))
 }
 
 /// Hands client frames to the hub until the client leaves or errs, or the writer ends first

@@ -125,6 +125,9 @@ where
                 loop {
                     match output {
                         Some(EngineOutput::Event(event)) => app.on_event(&event),
+                        Some(EngineOutput::Delta(text)) => {
+                            app.on_event(&jucode_engine::delta_event(text));
+                        }
                         Some(EngineOutput::Exited { error: Some(e) }) if !app.quitting => {
                             return Err(TuiError::Stopped(e));
                         }

@@ -134,6 +134,7 @@ pub fn send(handle: &EngineHandle, op: Value) {
 pub async fn next(handle: &mut EngineHandle) -> Value {
     match tokio::time::timeout(GUARD, handle.events.recv()).await {
         Ok(Some(EngineOutput::Event(e))) => Value::Object(e.0),
+        Ok(Some(EngineOutput::Delta(text))) => Value::Object(jucode_engine::delta_event(text).0),
         Ok(Some(EngineOutput::Exited { error })) => panic!("the engine exited: {error:?}"),
         Ok(None) => panic!("the event channel closed"),
         Err(_) => panic!("no event within the deadlock guard"),
@@ -144,7 +145,7 @@ pub async fn next(handle: &mut EngineHandle) -> Value {
 pub async fn exit(handle: &mut EngineHandle) -> Option<String> {
     loop {
         match tokio::time::timeout(GUARD, handle.events.recv()).await {
-            Ok(Some(EngineOutput::Event(_))) => continue,
+            Ok(Some(EngineOutput::Event(_) | EngineOutput::Delta(_))) => continue,
             Ok(Some(EngineOutput::Exited { error })) => return error,
             Ok(None) => panic!("the event channel closed without Exited"),
             Err(_) => panic!("no exit within the deadlock guard"),

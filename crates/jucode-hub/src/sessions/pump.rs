@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::engine::model_of;
 use super::{Record, title_from};
-use crate::{Hub, Inner, to_value};
+use crate::{FrameText, Hub, Inner, to_value};
 
 /// Events handled under one hold of the hub's lock. A burst of deltas then costs one lock and
 /// one wake-up for many events, and an op waiting for the lock waits for at most this many.
@@ -73,7 +73,7 @@ impl Kind {
 /// hash and an allocation per event) and serializing the result; the text is the same as
 /// that insertion gives. An event that carries a `session` of its own has it replaced in
 /// place, as the insertion does.
-pub(super) fn session_frame(event: Event, session: &str) -> Arc<str> {
+pub(super) fn session_frame(event: Event, session: &str) -> FrameText {
     let mut map = event.0;
     if !map.contains_key("session")
         && let Some(text) = with_session_after(&map, session)
@@ -82,6 +82,27 @@ pub(super) fn session_frame(event: Event, session: &str) -> Arc<str> {
     }
     map.insert("session".into(), Value::String(session.to_string()));
     crate::clients::json_text(&Value::Object(map))
+}
+
+/// The frame of an engine's short-form delta: the text [`session_frame`] gives for its map
+/// form, written directly.
+pub(super) fn delta_frame(delta: &str, session: &str) -> FrameText {
+    let mut out = Vec::with_capacity(64 + delta.len() + session.len());
+    out.extend_from_slice(br#"{"type":"assistant_delta","delta":"#);
+    write_json_str(&mut out, delta);
+    out.extend_from_slice(br#","session":"#);
+    write_json_str(&mut out, session);
+    out.push(b'}');
+    // Only JSON syntax and escaped UTF-8 went in.
+    let text = String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    // The buffer becomes the frame as it is: no copy.
+    text.into()
+}
+
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a `str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// `map` serialized with `"session":<session>` written after its last entry; `None` if
@@ -163,6 +184,7 @@ impl Hub {
         // Read once: every read of `type` hashes the key, and this runs for each delta.
         let kind = match &output {
             EngineOutput::Event(event) => Kind::of(event.kind()),
+            EngineOutput::Delta(_) => Kind::AssistantDelta,
             EngineOutput::Exited { .. } => Kind::Other,
         };
         let named = match &output {
@@ -176,6 +198,12 @@ impl Hub {
             return named;
         };
         match output {
+            // The stream's bulk, in its short form: the view and the clients are all a delta
+            // touches (as the map form's road below shows), so it goes straight there.
+            EngineOutput::Delta(text) => {
+                s.view.apply_delta(&text);
+                inner.broadcast_text(delta_frame(&text, session));
+            }
             EngineOutput::Event(event) => {
                 let created = match kind {
                     Kind::Startup => s.created.take(),
@@ -403,6 +431,16 @@ mod tests {
     /// The text the frame had before: the session inserted into the map, then serialized.
     fn inserted(event: Event, session: &str) -> String {
         serde_json::to_string(&Value::Object(event.with_session(session).0)).unwrap()
+    }
+
+    #[test]
+    fn a_short_delta_frame_is_the_text_of_its_map_form() {
+        for delta in ["t123", "", "a \"q\"\n\u{1}é😀", "</script>"] {
+            for session in ["00000000-0000-4000-8000-000000000000", "odd \"id\"\\"] {
+                let long = jucode_engine::delta_event(delta.to_string());
+                assert_eq!(delta_frame(delta, session), session_frame(long, session));
+            }
+        }
     }
 
     #[test]

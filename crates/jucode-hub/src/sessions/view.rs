@@ -63,6 +63,24 @@ impl View {
         self.trim();
     }
 
+    /// Applies an `assistant_delta` of `delta` (an engine's short form of one).
+    pub(super) fn apply_delta(&mut self, delta: &str) {
+        self.add_delta(delta);
+        self.trim();
+    }
+
+    fn add_delta(&mut self, delta: &str) {
+        match self.transcript.last_mut() {
+            Some(TranscriptItem::Assistant { content }) => {
+                self.bytes += delta.len();
+                content.push_str(delta);
+            }
+            _ => self.push(TranscriptItem::Assistant {
+                content: delta.to_string(),
+            }),
+        }
+    }
+
     /// Whether `event` is a `transcript` that says nothing the view (and so every snapshot
     /// sent since) does not already hold: forwarding it would only make clients redraw.
     pub(super) fn repeats(&self, event: &Event) -> bool {
@@ -120,15 +138,7 @@ impl View {
         if kind == "assistant_delta"
             && let Some(delta) = event.str("delta")
         {
-            match self.transcript.last_mut() {
-                Some(TranscriptItem::Assistant { content }) => {
-                    self.bytes += delta.len();
-                    content.push_str(delta);
-                }
-                _ => self.push(TranscriptItem::Assistant {
-                    content: delta.to_string(),
-                }),
-            }
+            self.add_delta(delta);
             return;
         }
         match event.known() {

@@ -261,7 +261,7 @@ impl Hub {
 /// A `term_output` frame's JSON text, the same bytes serde writes for the event, built in
 /// `out`: the base64 goes straight into it, without a `String` and a `Value` in between and
 /// without scanning 87 KiB of base64 for characters to escape (it has none).
-fn output_frame(term: &str, data: &[u8], out: &mut String) -> Arc<str> {
+fn output_frame(term: &str, data: &[u8], out: &mut String) -> crate::FrameText {
     let engine = &base64::engine::general_purpose::STANDARD;
     out.clear();
     out.reserve(64 + term.len() + base64::encoded_len(data.len(), true).unwrap_or(0));
@@ -272,7 +272,7 @@ fn output_frame(term: &str, data: &[u8], out: &mut String) -> Arc<str> {
     out.push_str(r#","data":""#);
     engine.encode_string(data, out);
     out.push_str(r#""}"#);
-    Arc::from(out.as_str())
+    crate::FrameText::from(out.as_str())
 }
 
 /// The user's login shell: `$SHELL -l`, else the platform's usual shell.

@@ -4,18 +4,23 @@
 //! is dropped with close 1008 (`client too slow`) rather than let grow without limit or stall
 //! the others. The front end closes the socket itself when a write stalls.
 
+mod queue;
+mod text;
+
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
+
+use queue::Offer;
+pub use queue::{Frames, TryRecvError};
+pub use text::FrameText;
 
 /// How many frames may wait for one client before it counts as too slow and is dropped. A
 /// turn's stream of small deltas is the burst this must absorb while a client catches up: an
 /// engine that floods deltas outruns even a local reader for a while (4096 dropped a client
-/// reading 700k frames/s on loopback). The channel grows in blocks as it fills, so an idle
-/// client costs nothing for the size.
+/// reading 700k frames/s on loopback). The queue grows as it fills, so an idle client costs
+/// nothing for the size.
 pub const CLIENT_QUEUE: usize = 32_768;
 /// How many bytes of frames may wait for one client before it counts as too slow and is
 /// dropped. The largest single frames are snapshots (a view holds up to 4 MiB of conversation
@@ -41,7 +46,15 @@ pub enum Auth {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outgoing {
     /// One JSON text frame, serialized once for every recipient.
-    Frame(Arc<str>),
+    Frame(FrameText),
+}
+
+impl Outgoing {
+    /// Its bytes, as the queue's byte budget counts them.
+    fn len(&self) -> usize {
+        let Outgoing::Frame(text) = self;
+        text.len()
+    }
 }
 
 /// Why the hub ended a connection: a WebSocket close code and reason.
@@ -62,82 +75,10 @@ pub struct Connection {
     pub kicked: watch::Receiver<Option<Kick>>,
 }
 
-/// A client's queue as the front end reads it; taking a frame frees its place in the budget.
-#[derive(Debug)]
-pub struct Frames {
-    rx: mpsc::UnboundedReceiver<Outgoing>,
-    queued: Arc<Backlog>,
-}
-
-/// What waits in a client's queue, counted by the hub as it queues and by the front end as it
-/// takes. The channel itself is unbounded: a bounded one takes a lock for every frame taken
-/// (to hand its permit back), and both bounds are checked here before a frame goes in.
-#[derive(Debug, Default)]
-struct Backlog {
-    bytes: AtomicUsize,
-    frames: AtomicUsize,
-}
-
-impl Frames {
-    /// The next frame; `None` once the hub dropped the client and the queue is empty.
-    pub async fn recv(&mut self) -> Option<Outgoing> {
-        let frame = self.rx.recv().await;
-        if let Some(f) = &frame {
-            self.took(f);
-        }
-        frame
-    }
-
-    /// The next frame if one is waiting.
-    pub fn try_recv(&mut self) -> Result<Outgoing, mpsc::error::TryRecvError> {
-        let frame = self.rx.try_recv()?;
-        self.took(&frame);
-        Ok(frame)
-    }
-
-    fn took(&self, frame: &Outgoing) {
-        let Outgoing::Frame(text) = frame;
-        self.queued.bytes.fetch_sub(text.len(), Ordering::Relaxed);
-        self.queued.frames.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 struct Client {
     auth: Auth,
-    tx: mpsc::UnboundedSender<Outgoing>,
+    tx: queue::Sender,
     kick: watch::Sender<Option<Kick>>,
-    /// Frames and bytes queued and not yet taken by the front end.
-    queued: Arc<Backlog>,
-}
-
-/// What became of a frame offered to a client's queue.
-enum Offer {
-    Taken,
-    /// The front end is gone: forget the client.
-    Closed,
-    /// Over the queue's frames or bytes: drop the client with [`TOO_SLOW`].
-    TooSlow,
-}
-
-impl Client {
-    /// Queues `text` unless the client is behind (`bounded`: the byte budget applies).
-    fn offer(&self, text: Arc<str>, bounded: bool) -> Offer {
-        let len = text.len();
-        let queued = self.queued.bytes.load(Ordering::Relaxed);
-        if bounded && queued > 0 && queued.saturating_add(len) > CLIENT_QUEUE_BYTES {
-            return Offer::TooSlow;
-        }
-        // The frame bound holds for a connect batch too, as a bounded channel's would.
-        if self.queued.frames.load(Ordering::Relaxed) >= CLIENT_QUEUE {
-            return Offer::TooSlow;
-        }
-        self.queued.bytes.fetch_add(len, Ordering::Relaxed);
-        self.queued.frames.fetch_add(1, Ordering::Relaxed);
-        match self.tx.send(Outgoing::Frame(text)) {
-            Ok(()) => Offer::Taken,
-            Err(_) => Offer::Closed,
-        }
-    }
 }
 
 const TOO_SLOW: Kick = Kick {
@@ -148,7 +89,7 @@ const TOO_SLOW: Kick = Kick {
 /// A frame's JSON text. `serde_json::to_string` writes straight into a byte buffer, where
 /// `Value`'s `Display` goes through a formatter for every piece: about half the cost of each
 /// broadcast frame.
-pub(crate) fn json_text(frame: &Value) -> Arc<str> {
+pub(crate) fn json_text(frame: &Value) -> FrameText {
     serde_json::to_string(frame)
         .unwrap_or_else(|_| frame.to_string())
         .into()
@@ -164,23 +105,10 @@ impl Clients {
     pub(crate) fn add(&mut self, auth: Auth) -> Connection {
         self.next += 1;
         let id = ClientId(self.next);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, frames) = queue::queue();
         let (kick, kicked) = watch::channel(None);
-        let queued = Arc::new(Backlog::default());
-        self.map.insert(
-            id,
-            Client {
-                auth,
-                tx,
-                kick,
-                queued: queued.clone(),
-            },
-        );
-        Connection {
-            id,
-            frames: Frames { rx, queued },
-            kicked,
-        }
+        self.map.insert(id, Client { auth, tx, kick });
+        Connection { id, frames, kicked }
     }
 
     pub(crate) fn remove(&mut self, id: ClientId) {
@@ -193,9 +121,7 @@ impl Clients {
 
     /// Bytes queued for `id` and not yet taken by the front end; `None` once it is gone.
     pub(crate) fn backlog(&self, id: ClientId) -> Option<usize> {
-        self.map
-            .get(&id)
-            .map(|c| c.queued.bytes.load(Ordering::Relaxed))
+        self.map.get(&id).map(|c| c.tx.backlog())
     }
 
     pub(crate) fn ids(&self) -> Vec<ClientId> {
@@ -221,15 +147,15 @@ impl Clients {
 
     /// Queues a frame already serialized (a hot path builds its JSON text itself). Returns
     /// false when the client was dropped.
-    pub(crate) fn send_text(&mut self, id: ClientId, text: Arc<str>) -> bool {
+    pub(crate) fn send_text(&mut self, id: ClientId, text: FrameText) -> bool {
         self.send_text_bounded(id, text, true)
     }
 
-    fn send_text_bounded(&mut self, id: ClientId, text: Arc<str>, bounded: bool) -> bool {
+    fn send_text_bounded(&mut self, id: ClientId, text: FrameText, bounded: bool) -> bool {
         let Some(client) = self.map.get(&id) else {
             return true;
         };
-        match client.offer(text, bounded) {
+        match client.tx.offer(Outgoing::Frame(text), bounded) {
             Offer::Taken => true,
             Offer::Closed => {
                 self.map.remove(&id);
@@ -260,7 +186,7 @@ impl Clients {
     /// dropped for being too slow.
     pub(crate) fn broadcast_text_except(
         &mut self,
-        text: Arc<str>,
+        text: FrameText,
         except: Option<ClientId>,
     ) -> Vec<ClientId> {
         // One walk over the map, not a lookup per client: this runs for every event, for
@@ -271,7 +197,7 @@ impl Clients {
             if Some(*id) == except {
                 continue;
             }
-            match client.offer(text.clone(), true) {
+            match client.tx.offer(Outgoing::Frame(text.clone()), true) {
                 Offer::Taken => {}
                 Offer::Closed => closed.push(*id),
                 Offer::TooSlow => slow.push(*id),
