@@ -7,7 +7,10 @@
 //! serve protocol v2 on its stdio.
 
 pub mod agent;
+mod events;
 pub mod process;
+
+pub use events::{Events, TryRecvError};
 
 use std::path::PathBuf;
 
@@ -72,7 +75,7 @@ pub struct EngineHandle {
     /// Ops for the engine, in order. Dropping the sender asks the engine to stop.
     pub ops: mpsc::UnboundedSender<Object>,
     /// The engine's events, ending with [`EngineOutput::Exited`].
-    pub events: mpsc::Receiver<EngineOutput>,
+    pub events: Events,
 }
 
 /// Why an engine could not start.
@@ -231,7 +234,7 @@ pub fn channel() -> (
     (
         EngineHandle {
             ops: ops_tx,
-            events: ev_rx,
+            events: ev_rx.into(),
         },
         ops_rx,
         ev_tx,

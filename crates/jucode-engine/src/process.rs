@@ -74,7 +74,7 @@ impl EngineFactory for ServeProcess {
             program: self.program.display().to_string(),
             source,
         })?;
-        let (handle, ops, events) = crate::channel();
+        let (ops_tx, ops) = mpsc::unbounded_channel();
         let stopping = Arc::new(AtomicBool::new(false));
         let (Some(stdin), Some(stdout), Some(stderr)) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -86,8 +86,18 @@ impl EngineFactory for ServeProcess {
         let pid = child.id();
         tokio::spawn(write_ops(stdin, ops, stopping.clone(), pid));
         tokio::spawn(log_stderr(stderr, spec.session.clone()));
-        tokio::spawn(read_events(child, stdout, events, stopping));
-        Ok(handle)
+        let reader = Reader {
+            child,
+            stdout: BufReader::new(stdout),
+            line: String::new(),
+            greeted: false,
+            stopping,
+            done: false,
+        };
+        Ok(EngineHandle {
+            ops: ops_tx,
+            events: reader.into_events(),
+        })
     }
 }
 
@@ -134,35 +144,61 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, session: String) {
     }
 }
 
-async fn read_events(
-    mut child: Child,
-    stdout: tokio::process::ChildStdout,
-    events: mpsc::Sender<EngineOutput>,
+/// The engine's stdout as it is read: by whoever takes the events (see [`crate::Events`]).
+struct Reader {
+    child: Child,
+    stdout: BufReader<tokio::process::ChildStdout>,
+    /// One buffer for every line: an engine streams thousands of small events a turn.
+    line: String,
+    greeted: bool,
     stopping: Arc<AtomicBool>,
-) {
-    let mut reader = BufReader::new(stdout);
-    // One buffer for every line: an engine streams thousands of small events a turn.
-    let mut buf = String::new();
-    let mut error = None;
-    let mut greeted = false;
-    loop {
-        buf.clear();
-        match reader.read_line(&mut buf).await {
-            Ok(0) => break,
-            Ok(_) => {
-                let line = buf.strip_suffix('\n').unwrap_or(&buf);
-                let line = line.strip_suffix('\r').unwrap_or(line);
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let output = match parse_line(line) {
-                    Ok(output) => output,
-                    Err(e) => {
-                        tracing::warn!("engine printed a line that is not an event: {e}");
+    /// `Exited` has been given: nothing follows.
+    done: bool,
+}
+
+impl Reader {
+    /// Reads the output as a stream that ends after `Exited`.
+    fn into_events(self) -> crate::Events {
+        let stream = futures_util::stream::unfold(self, |mut reader| async move {
+            let output = reader.next().await?;
+            Some((output, reader))
+        });
+        crate::Events::reading(Box::pin(stream))
+    }
+
+    /// The next output: an event, or `Exited` once stdout ends; then `None`. Cancel-safe up to
+    /// the line being read: `read_line` keeps what it read in `self.line`.
+    async fn next(&mut self) -> Option<EngineOutput> {
+        if self.done {
+            return None;
+        }
+        let error = loop {
+            match self.stdout.read_line(&mut self.line).await {
+                Ok(0) => break None,
+                Ok(_) => {
+                    let parsed = {
+                        let line = self.line.strip_suffix('\n').unwrap_or(&self.line);
+                        let line = line.strip_suffix('\r').unwrap_or(line);
+                        if line.trim().is_empty() {
+                            None
+                        } else {
+                            Some((parse_line(line), truncate(line, 200).to_string()))
+                        }
+                    };
+                    self.line.clear();
+                    let Some((output, line)) = parsed else {
                         continue;
+                    };
+                    let output = match output {
+                        Ok(output) => output,
+                        Err(e) => {
+                            tracing::warn!("engine printed a line that is not an event: {e}");
+                            continue;
+                        }
+                    };
+                    if self.greeted {
+                        return Some(output);
                     }
-                };
-                if !greeted {
                     let hello = match &output {
                         EngineOutput::Event(event) => Some(event),
                         _ => None,
@@ -170,34 +206,27 @@ async fn read_events(
                     let protocol = hello.and_then(|e| e.0.get("protocol")?.as_u64());
                     if hello.map(Event::kind) != Some("hello") || protocol != Some(PROTOCOL_VERSION)
                     {
-                        error = Some(format!(
-                            "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {})",
-                            truncate(line, 200)
+                        let _ = self.child.start_kill();
+                        break Some(format!(
+                            "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {line})"
                         ));
-                        let _ = child.start_kill();
-                        break;
                     }
-                    greeted = true;
-                    continue;
+                    self.greeted = true;
                 }
-                if events.send(output).await.is_err() {
-                    break;
-                }
+                Err(e) => break Some(format!("reading the engine's output failed: {e}")),
             }
-            Err(e) => {
-                error = Some(format!("reading the engine's output failed: {e}"));
-                break;
-            }
+        };
+        let status = self.child.wait().await;
+        let mut error = error;
+        if error.is_none() && !self.stopping.load(Ordering::SeqCst) {
+            error = Some(match status {
+                Ok(status) => format!("the engine exited unexpectedly ({status})"),
+                Err(e) => format!("the engine exited unexpectedly: {e}"),
+            });
         }
+        self.done = true;
+        Some(EngineOutput::Exited { error })
     }
-    let status = child.wait().await;
-    if error.is_none() && !stopping.load(Ordering::SeqCst) {
-        error = Some(match status {
-            Ok(status) => format!("the engine exited unexpectedly ({status})"),
-            Err(e) => format!("the engine exited unexpectedly: {e}"),
-        });
-    }
-    let _ = events.send(EngineOutput::Exited { error }).await;
 }
 
 /// The start of an `assistant_delta` line written the usual way: type first, then the text.

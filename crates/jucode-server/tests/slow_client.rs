@@ -136,8 +136,10 @@ async fn a_subscriber_that_stops_reading_is_reset_when_it_falls_behind() {
     let mut slow = slow_client(&daemon.url).await.unwrap();
     let mut fast = Client::connect_and_greet(&daemon.url).await.unwrap();
     let session = create_session(&mut fast, project.path()).await.unwrap();
-    // Far more frames than the queue and the socket buffers hold.
-    fast.send(json!({"op": "user_message", "session": session, "content": "flood 100000"}))
+    // Far more bytes than the queue and the socket buffers hold (32 MiB), in frames few and
+    // large enough that the client that reads keeps up whatever the engine's pace: an engine
+    // flooding tiny deltas outruns a debug-built reader, which is then rightly too slow too.
+    fast.send(json!({"op": "user_message", "session": session, "content": "flood 512 65536"}))
         .await
         .unwrap();
     // The fast client reads the whole turn meanwhile and is never dropped.

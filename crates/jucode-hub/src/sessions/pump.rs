@@ -10,7 +10,6 @@ use jucode_protocol::daemon::limits::TITLE_CHARS;
 use jucode_protocol::daemon::{DaemonEvent, Reply};
 use jucode_protocol::serve::Event;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::engine::model_of;
 use super::{Record, title_from};
@@ -129,7 +128,7 @@ impl Hub {
         self: &Arc<Self>,
         session: String,
         generation: u64,
-        mut events: mpsc::Receiver<EngineOutput>,
+        mut events: jucode_engine::Events,
     ) {
         let hub = self.clone();
         tokio::spawn(async move {

@@ -2,7 +2,7 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n>`, `flood-timed <n>`, `stream <n> <interval-ms>` (`n` stamped deltas, one every
+//! `flood <n> [<bytes>]`, `flood-timed <n>`, `stream <n> <interval-ms>` (`n` stamped deltas, one every
 //! interval, as a model streams; other ops are served meanwhile), `crash`, `replay <file>`,
 //! `tool <name> <json>` (an agent tool called through the daemon's MCP server, see
 //! `agent_tool`); anything else is echoed back.
@@ -458,16 +458,23 @@ impl Engine {
             self.defer(&call_id, command).await?;
             return self.finish_deferred(&call_id).await;
         }
-        if let Some(n) = content
-            .strip_prefix("flood ")
-            .and_then(|s| s.trim().parse::<usize>().ok())
-        {
+        if let Some((n, size)) = content.strip_prefix("flood ").and_then(|rest| {
+            let mut words = rest.split_whitespace();
+            let n = words.next()?.parse::<usize>().ok()?;
+            let size = match words.next() {
+                Some(size) => size.parse::<usize>().ok()?,
+                None => 1,
+            };
+            Some((n, size))
+        }) {
+            // `flood <n> [<bytes>]`: n deltas of that many bytes each, as fast as they go.
             self.emit(json!({"type": "assistant_start"})).await?;
+            let delta = "x".repeat(size);
             for _ in 0..n {
-                self.emit(json!({"type": "assistant_delta", "delta": "x"}))
+                self.emit(json!({"type": "assistant_delta", "delta": delta}))
                     .await?;
             }
-            return self.finish(&"x".repeat(n)).await;
+            return self.finish(&delta.repeat(n)).await;
         }
         if let Some(n) = content
             .strip_prefix("flood-timed ")
