@@ -179,14 +179,12 @@ impl Reader {
                     let parsed = {
                         let line = self.line.strip_suffix('\n').unwrap_or(&self.line);
                         let line = line.strip_suffix('\r').unwrap_or(line);
-                        if line.trim().is_empty() {
-                            None
-                        } else {
-                            Some((parse_line(line), truncate(line, 200).to_string()))
-                        }
+                        // The first line is kept for the error a wrong greeting gives.
+                        let first = (!self.greeted).then(|| truncate(line, 200).to_string());
+                        (!line.trim().is_empty()).then(|| (parse_line(line), first))
                     };
                     self.line.clear();
-                    let Some((output, line)) = parsed else {
+                    let Some((output, first)) = parsed else {
                         continue;
                     };
                     let output = match output {
@@ -208,7 +206,8 @@ impl Reader {
                     {
                         let _ = self.child.start_kill();
                         break Some(format!(
-                            "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {line})"
+                            "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {})",
+                            first.unwrap_or_default()
                         ));
                     }
                     self.greeted = true;

@@ -117,7 +117,7 @@ const FULL: Sizes = Sizes {
     lines: 1_000_000,
     paths: paths::PathSizes {
         tokens: 500,
-        relay_frames: 400,
+        relay_frames: 8_000,
         journal_samples: 300,
     },
     timers: timers::Sizes {
@@ -143,7 +143,7 @@ const QUICK: Sizes = Sizes {
     lines: 100_000,
     paths: paths::PathSizes {
         tokens: 50,
-        relay_frames: 400,
+        relay_frames: 2_000,
         journal_samples: 30,
     },
     timers: timers::Sizes {

@@ -18,10 +18,11 @@ pub use text::FrameText;
 
 /// How many frames may wait for one client before it counts as too slow and is dropped. A
 /// turn's stream of small deltas is the burst this must absorb while a client catches up: an
-/// engine that floods deltas outruns even a local reader for a while (4096 dropped a client
-/// reading 700k frames/s on loopback). The queue grows as it fills, so an idle client costs
-/// nothing for the size.
-pub const CLIENT_QUEUE: usize = 32_768;
+/// engine that floods deltas outruns even a local reader for a while (4096, then 32,768,
+/// dropped clients of the fan-out bench's 50,000-delta flood each time the daemon's own path got
+/// faster). A queued frame costs its client a 32-byte slot (the text is shared), so this many
+/// is at most 4 MiB of slots; the queue grows only as it fills.
+pub const CLIENT_QUEUE: usize = 131_072;
 /// How many bytes of frames may wait for one client before it counts as too slow and is
 /// dropped. The largest single frames are snapshots (a view holds up to 4 MiB of conversation
 /// text, which JSON escaping can roughly double), so this holds a full snapshot with a burst of
