@@ -24,7 +24,9 @@ use tokio::sync::mpsc;
 
 use crate::acp_terminal::Terminals;
 use crate::child::{ChildProc, Input, Spawn, inside};
-use crate::turns::{Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of};
+use crate::turns::{
+    Answer, Approvals, Image, Message, Queue, Sink, Taken, load_image, mode_of, no_open_approval,
+};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
 /// Starts ACP agent sessions.

@@ -34,7 +34,7 @@ use crate::claude_extras as extras;
 use crate::claude_runs::{self, Runs};
 use crate::turns::{
     Answer, Approvals, Image, Message, Queue, Sink, Taken, hunk_choice, image_note, load_image,
-    mode_of,
+    mode_of, no_open_approval,
 };
 use crate::{
     AdapterConfig, EngineOptions, claude_tool_name, error, event, info, status, text_of, truncate,

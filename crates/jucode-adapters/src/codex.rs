@@ -43,7 +43,9 @@ use tokio::sync::mpsc;
 use crate::agent_tools::{self, AgentTools};
 use crate::child::{ChildProc, Input, inside};
 use crate::codex_agents::{Agents, strings_in};
-use crate::turns::{Answer, Approvals, Message, Queue, Sink, Taken, hunk_choice, mode_of};
+use crate::turns::{
+    Answer, Approvals, Message, Queue, Sink, Taken, hunk_choice, mode_of, no_open_approval,
+};
 use crate::{AdapterConfig, EngineOptions, error, event, info, status, text_of, truncate};
 
 const JUCODE_ONLY: &[&str] = &["/rewind", "/tree", "/checkpoint", "/branch", "/trust"];

@@ -103,6 +103,16 @@ pub(crate) fn truncate(s: &str, max: usize) -> String {
     }
 }
 
+/// A JSON-RPC response's `error` as text (its `message`, else the whole error), if it has one.
+pub(crate) fn rpc_error(frame: &Value) -> Option<String> {
+    let err = frame.get("error")?;
+    Some(
+        err.get("message")
+            .map(text_of)
+            .unwrap_or_else(|| err.to_string()),
+    )
+}
+
 /// A JSON value's text: strings as they are, anything else compact JSON.
 pub(crate) fn text_of(value: &Value) -> String {
     match value {

@@ -199,6 +199,11 @@ impl<T> Default for Approvals<T> {
     }
 }
 
+/// The error an answer to no open prompt gets (not one another client answered first).
+pub(crate) fn no_open_approval(call_id: &str) -> Event {
+    crate::error(format!("no open approval request {call_id}"))
+}
+
 /// What happened to an answer.
 pub(crate) enum Taken<T> {
     Open(T),

@@ -124,14 +124,7 @@ impl Acp {
         let permission = match self.approvals.take(&answer.call_id) {
             Taken::Open(p) => p,
             Taken::AlreadyAnswered => return true,
-            Taken::Unknown => {
-                return self
-                    .emit(error(format!(
-                        "no open approval request {}",
-                        answer.call_id
-                    )))
-                    .await;
-            }
+            Taken::Unknown => return self.emit(no_open_approval(&answer.call_id)).await,
         };
         if !answer.allow {
             self.denied.insert(answer.call_id.clone());

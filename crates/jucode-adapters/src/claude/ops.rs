@@ -378,14 +378,7 @@ impl Claude {
         let permission = match self.approvals.take(&answer.call_id) {
             Taken::Open(p) => p,
             Taken::AlreadyAnswered => return true,
-            Taken::Unknown => {
-                return self
-                    .emit(error(format!(
-                        "no open approval request {}",
-                        answer.call_id
-                    )))
-                    .await;
-            }
+            Taken::Unknown => return self.emit(no_open_approval(&answer.call_id)).await,
         };
         let mut input = Some(permission.input.clone());
         if let (Some(ids), true) = (&hunks, answer.allow) {

@@ -21,11 +21,7 @@ impl Codex {
         let Some(kind) = id.as_u64().and_then(|id| self.requests.remove(&id)) else {
             return true;
         };
-        if let Some(err) = frame.get("error") {
-            let message = err
-                .get("message")
-                .map(text_of)
-                .unwrap_or_else(|| err.to_string());
+        if let Some(message) = crate::rpc_error(frame) {
             return match kind {
                 Request::Initialize | Request::OpenThread => {
                     let what = if self.resume_thread.is_some() {

@@ -203,14 +203,7 @@ impl Codex {
         let pending = match self.approvals.take(&answer.call_id) {
             Taken::Open(p) => p,
             Taken::AlreadyAnswered => return true,
-            Taken::Unknown => {
-                return self
-                    .emit(error(format!(
-                        "no open approval request {}",
-                        answer.call_id
-                    )))
-                    .await;
-            }
+            Taken::Unknown => return self.emit(no_open_approval(&answer.call_id)).await,
         };
         // Codex applies a change whole: a choice of some hunks only cannot be honoured.
         if let (Kind::File { hunks: all }, Some(chosen), true) =
