@@ -166,8 +166,9 @@ impl Reader {
         crate::Events::reading(Box::pin(stream))
     }
 
-    /// The next output: an event, or `Exited` once stdout ends; then `None`. Cancel-safe up to
-    /// the line being read: `read_line` keeps what it read in `self.line`.
+    /// The next output: an event, or `Exited` once stdout ends; then `None`. Never cancelled
+    /// halfway (`read_line` is not cancel-safe): the stream keeps an unfinished call between
+    /// polls, and only dropping the whole stream ends one.
     async fn next(&mut self) -> Option<EngineOutput> {
         if self.done {
             return None;
