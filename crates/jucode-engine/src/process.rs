@@ -174,21 +174,17 @@ impl Reader {
             return None;
         }
         let error = loop {
+            // Never cut short (see above), so a line is never half read when this clears it.
+            self.line.clear();
             match self.stdout.read_line(&mut self.line).await {
                 Ok(0) => break None,
                 Ok(_) => {
-                    let parsed = {
-                        let line = self.line.strip_suffix('\n').unwrap_or(&self.line);
-                        let line = line.strip_suffix('\r').unwrap_or(line);
-                        // The first line is kept for the error a wrong greeting gives.
-                        let first = (!self.greeted).then(|| truncate(line, 200).to_string());
-                        (!line.trim().is_empty()).then(|| (parse_line(line), first))
-                    };
-                    self.line.clear();
-                    let Some((output, first)) = parsed else {
+                    let line = self.line.strip_suffix('\n').unwrap_or(&self.line);
+                    let line = line.strip_suffix('\r').unwrap_or(line);
+                    if line.trim().is_empty() {
                         continue;
-                    };
-                    let output = match output {
+                    }
+                    let output = match parse_line(line) {
                         Ok(output) => output,
                         Err(e) => {
                             tracing::warn!("engine printed a line that is not an event: {e}");
@@ -208,7 +204,7 @@ impl Reader {
                         let _ = self.child.start_kill();
                         break Some(format!(
                             "the engine does not speak protocol {PROTOCOL_VERSION} (first line: {})",
-                            first.unwrap_or_default()
+                            truncate(line, 200)
                         ));
                     }
                     self.greeted = true;
@@ -259,7 +255,67 @@ fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
     use super::*;
+
+    /// Starts a shell script as a serve-v2 engine and takes every output it gives.
+    async fn run_script(body: &str) -> Vec<EngineOutput> {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("engine.sh");
+        std::fs::write(&program, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let spec = StartSpec {
+            session: "s1".into(),
+            cwd: dir.path().to_path_buf(),
+            extra_dirs: Vec::new(),
+            options: Object::new(),
+            resume: false,
+            agent: None,
+        };
+        let mut handle = ServeProcess { program }.start(spec).unwrap();
+        let mut out = Vec::new();
+        while let Some(output) = handle.events.recv().await {
+            out.push(output);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_process_is_read_line_by_line_to_its_exit() {
+        let out = run_script(concat!(
+            r#"echo '{"type":"hello","protocol":2}'"#,
+            "\n",
+            r#"printf '{"type":"assistant_delta","delta":"hi"}\n\n{"type":"status","message":"ready"}\nnot json\n'"#,
+        ))
+        .await;
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out[0], EngineOutput::Delta("hi".into()));
+        assert_eq!(
+            out[1].clone().into_event().unwrap().str("message"),
+            Some("ready")
+        );
+        let EngineOutput::Exited { error: Some(error) } = &out[2] else {
+            panic!("{out:?}")
+        };
+        assert!(error.contains("exited unexpectedly"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_wrong_greeting_ends_the_engine_with_its_first_line() {
+        let out =
+            run_script(r#"echo '{"type":"assistant_delta","delta":"no hello"}'; exec sleep 30"#)
+                .await;
+        assert_eq!(
+            out,
+            vec![EngineOutput::Exited {
+                error: Some(
+                    r#"the engine does not speak protocol 2 (first line: {"type":"assistant_delta","delta":"no hello"})"#
+                        .into()
+                )
+            }]
+        );
+    }
 
     /// What the general parse makes of `line`, in the form `parse_line` returns for deltas.
     fn general(line: &str) -> Option<Event> {

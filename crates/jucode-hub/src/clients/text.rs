@@ -5,7 +5,7 @@ use bytes::Bytes;
 /// A frame's JSON text, serialized once and shared by every client it goes to: a clone counts
 /// a reference, and the front end hands the bytes to its socket without copying them. Only
 /// ever made from a `str`, so it is always UTF-8.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct FrameText(Bytes);
 
 impl FrameText {
@@ -65,17 +65,5 @@ impl std::fmt::Debug for FrameText {
 impl std::fmt::Display for FrameText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl PartialEq<str> for FrameText {
-    fn eq(&self, other: &str) -> bool {
-        self.as_bytes() == other.as_bytes()
-    }
-}
-
-impl PartialEq<&str> for FrameText {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_bytes() == other.as_bytes()
     }
 }

@@ -88,20 +88,15 @@ pub(super) fn session_frame(event: Event, session: &str) -> FrameText {
 pub(super) fn delta_frame(delta: &str, session: &str) -> FrameText {
     let mut out = Vec::with_capacity(64 + delta.len() + session.len());
     out.extend_from_slice(br#"{"type":"assistant_delta","delta":"#);
-    write_json_str(&mut out, delta);
-    out.extend_from_slice(br#","session":"#);
-    write_json_str(&mut out, session);
-    out.push(b'}');
-    // Only JSON syntax and escaped UTF-8 went in.
-    let text = String::from_utf8(out)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    // The buffer becomes the frame as it is: no copy.
-    text.into()
-}
-
-fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    // Writing a `str` into a `Vec` cannot fail.
-    let _ = serde_json::to_writer(&mut *out, s);
+    if serde_json::to_writer(&mut out, delta).is_ok() {
+        out.push(b',');
+        if let Some(text) = end_with_session(out, session) {
+            // The buffer becomes the frame as it is: no copy.
+            return text.into();
+        }
+    }
+    // Not taken: writing strings into a buffer does not fail.
+    session_frame(jucode_engine::delta_event(delta.to_string()), session)
 }
 
 /// `map` serialized with `"session":<session>` written after its last entry; `None` if
@@ -115,6 +110,11 @@ fn with_session_after(map: &Object, session: &str) -> Option<String> {
     if !map.is_empty() {
         out.push(b',');
     }
+    end_with_session(out, session)
+}
+
+/// An object's text so far (open, ready for one more entry) ended with the session entry.
+fn end_with_session(mut out: Vec<u8>, session: &str) -> Option<String> {
     out.extend_from_slice(b"\"session\":");
     serde_json::to_writer(&mut out, session).ok()?;
     out.push(b'}');
