@@ -196,6 +196,7 @@ fn run_check(check: &Check) -> Result<bool> {
             only: None,
             frames: None,
             clients: None,
+            lines_per_write: None,
         }),
         // The bench step built the release binaries; cargo only checks them here.
         Check::LoadQuick => load::run(load::Options {

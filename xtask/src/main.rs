@@ -23,11 +23,13 @@ usage: cargo xtask <command>
 commands:
   conformance [--no-build] [FILTER]  replay fixtures/conformance/*.jsonl against the built daemon
                                      (FILTER: run only fixtures whose name contains it)
-  bench [--quick] [--no-build] [--only LIST] [--frames N] [--clients LIST]
+  bench [--quick] [--no-build] [--only LIST] [--frames N] [--clients LIST] [--lines-per-write N]
                                      the release daemon against in-process references (LIST: comma-
                                      separated of fanout, coldstart, messages, paths, terminals,
                                      timers, usage, upload, page; default all; --frames and
-                                     --clients size the fan-out runs, for profiling one of them)
+                                     --clients size the fan-out runs, for profiling one of them;
+                                     --lines-per-write sets how many lines the fan-out's engine
+                                     writes at once, default 32)
   load [--quick] [--no-build] [--clients N] [--rate R] [--seconds S] [--sessions M] [--stream-ms MS] [--keepalive S]
                                      the release daemon under N clients x R ops/s while M sessions
                                      stream, one client stalled; fails on any error, a slow close or RSS
@@ -98,6 +100,7 @@ fn run() -> Result<bool> {
                 only: None,
                 frames: None,
                 clients: None,
+                lines_per_write: None,
             };
             let mut args = rest.iter();
             while let Some(arg) = args.next() {
@@ -123,6 +126,13 @@ fn run() -> Result<bool> {
                             bail!("--clients needs a list of numbers\n{USAGE}");
                         };
                         options.clients = Some(list?);
+                    }
+                    "--lines-per-write" => {
+                        let n = args.next().and_then(|n| n.parse().ok()).filter(|n| *n > 0);
+                        let Some(n) = n else {
+                            bail!("--lines-per-write needs a number above 0\n{USAGE}");
+                        };
+                        options.lines_per_write = Some(n);
                     }
                     other => bail!("unexpected argument {other}\n{USAGE}"),
                 }

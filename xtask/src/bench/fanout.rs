@@ -23,6 +23,13 @@ use crate::daemon::{Bins, Daemon, Homes};
 const RUN_TIMEOUT: Duration = Duration::from_secs(180);
 /// Frames a broadcaster writer sends before one flush, as the daemon's writer does.
 const WRITE_BATCH: usize = 64;
+/// Lines the fake engine writes to its stdout at once. The bare broadcaster's producer costs
+/// next to nothing; one write per line would put a pipe write and a wake-up per event into
+/// the daemon's figure that no daemon-side change can remove (on two cores it held the
+/// piped floor near 0.6-0.75x of bare). 32 lines (about 1.5 KiB) is what a writer buffering
+/// a burst of deltas hands the pipe, and still leaves the daemon splitting and parsing every
+/// line itself. `--lines-per-write 1` measures the per-line engine.
+pub const LINES_PER_WRITE: usize = 32;
 
 type Ws = WebSocketStream<TcpStream>;
 
@@ -187,9 +194,14 @@ async fn collect(
     })
 }
 
-/// The daemon with the fake engine's `flood-timed <n>` script.
+/// The daemon with the fake engine's `flood-timed <n> <batch>` script.
 #[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
-pub async fn daemon_run(bins: &Bins, clients: usize, frames: usize) -> Result<Outcome> {
+pub async fn daemon_run(
+    bins: &Bins,
+    clients: usize,
+    frames: usize,
+    batch: usize,
+) -> Result<Outcome> {
     let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
     let root = std::fs::canonicalize(tmp.path())?;
     let homes = Homes::under(&root);
@@ -216,7 +228,7 @@ pub async fn daemon_run(bins: &Bins, clients: usize, frames: usize) -> Result<Ou
             .into_iter()
             .map(|s| spawn_reader(s, frames))
             .collect();
-        let flood = json!({"op": "user_message", "session": session, "content": format!("flood-timed {frames}")});
+        let flood = json!({"op": "user_message", "session": session, "content": format!("flood-timed {frames} {batch}")});
         let start = Instant::now();
         sink.send(Message::text(flood.to_string())).await?;
         let outcome = collect(readers, start, frames).await?;
@@ -350,7 +362,12 @@ pub async fn reference_run(clients: usize, frames: usize) -> Result<Outcome> {
 /// are, with no parse, no state and no hub. What any daemon whose engines are processes must
 /// at least do for each event, so the floor under the daemon's figure on this machine.
 #[allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
-pub async fn piped_run(bins: &Bins, clients: usize, frames: usize) -> Result<Outcome> {
+pub async fn piped_run(
+    bins: &Bins,
+    clients: usize,
+    frames: usize,
+    batch: usize,
+) -> Result<Outcome> {
     use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 
     let tmp = tempfile::Builder::new().prefix("jucode-bench-").tempdir()?;
@@ -391,7 +408,7 @@ pub async fn piped_run(bins: &Bins, clients: usize, frames: usize) -> Result<Out
         }
         queues
     });
-    let op = json!({"op": "user_message", "content": format!("flood-timed {frames}")});
+    let op = json!({"op": "user_message", "content": format!("flood-timed {frames} {batch}")});
     let start = Instant::now();
     stdin.write_all(format!("{op}\n").as_bytes()).await?;
     stdin.flush().await?;

@@ -31,6 +31,9 @@ pub struct Options {
     pub frames: Option<usize>,
     /// Client counts of the fan-out runs instead of the size's (`--clients`).
     pub clients: Option<Vec<usize>>,
+    /// Lines the fan-out's engine writes at once instead of [`fanout::LINES_PER_WRITE`]
+    /// (`--lines-per-write`).
+    pub lines_per_write: Option<usize>,
 }
 
 /// Every bench, by the name `--only` takes, in the order they run.
@@ -218,6 +221,9 @@ fn run_optimized(options: &Options) -> Result<bool> {
         let list: Vec<String> = clients.iter().map(usize::to_string).collect();
         child.arg("--clients").arg(list.join(","));
     }
+    if let Some(n) = options.lines_per_write {
+        child.arg("--lines-per-write").arg(n.to_string());
+    }
     let status = child
         .status()
         .with_context(|| format!("running {} (build it with --release)", xtask.display()))?;
@@ -247,12 +253,13 @@ async fn run_all(options: Options) -> Result<bool> {
     let sizes = if options.quick { QUICK } else { FULL };
     let frames = options.frames.unwrap_or(sizes.frames);
     let clients = options.clients.as_deref().unwrap_or(sizes.clients);
+    let batch = options.lines_per_write.unwrap_or(fanout::LINES_PER_WRITE);
     let mode = if options.quick { " (--quick)" } else { "" };
     let mut ok = true;
     if options.wants("fanout") {
         let node_missing = fanout::node_missing();
         println!(
-            "fan-out{mode}: {} frames to each client, median of {}; latency = receive time - emission stamp; ratio = daemon / reference; goals: >= 0.8x bare, >= 3x Node ws; piped = bare fed by the engine process's pipe (the floor for engines that are processes)",
+            "fan-out{mode}: {} frames to each client, median of {}; the engine writes {batch} lines at once; latency = receive time - emission stamp; ratio = daemon / reference; goals: >= 0.8x bare, >= 3x Node ws; piped = bare fed by the engine process's pipe (the floor for engines that are processes)",
             frames, sizes.repeats
         );
         println!(
@@ -279,7 +286,7 @@ async fn run_all(options: Options) -> Result<bool> {
             // Alternated, so a burst of load elsewhere on the machine hits all alike.
             for _ in 0..sizes.repeats {
                 daemon_runs.push(
-                    fanout::daemon_run(&bins, n, frames)
+                    fanout::daemon_run(&bins, n, frames, batch)
                         .await
                         .with_context(|| format!("daemon fan-out to {n} clients"))?,
                 );
@@ -289,7 +296,7 @@ async fn run_all(options: Options) -> Result<bool> {
                         .with_context(|| format!("reference fan-out to {n} clients"))?,
                 );
                 piped_runs.push(
-                    fanout::piped_run(&bins, n, frames)
+                    fanout::piped_run(&bins, n, frames, batch)
                         .await
                         .with_context(|| format!("piped fan-out to {n} clients"))?,
                 );

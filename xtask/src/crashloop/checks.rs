@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::model::{Action, Model, ToolAcks};
+use super::model::{Action, CLOSE_REASON, DispatchSeen, Model, Shut, ToolAcks};
 
 fn frame<'a>(batch: &'a [Value], kind: &str) -> Result<&'a Value> {
     match batch.iter().find(|f| f["type"] == kind) {
@@ -84,7 +84,11 @@ pub fn check_batch(model: &Model, batch: &[Value]) -> Result<Vec<String>> {
         .schedules
         .iter()
         .map(|e| e.rsplit(' ').next().unwrap_or(e));
-    for name in kept.chain(model.due.keys().map(String::as_str)) {
+    let repeating = model.repeating.values().map(|t| t.name.as_str());
+    for name in kept
+        .chain(model.due.keys().map(String::as_str))
+        .chain(repeating)
+    {
         if !names.contains_key(name) {
             problems.push(format!("acknowledged schedule {name} lost"));
         }
@@ -204,6 +208,11 @@ pub fn check_actions(model: &Model, frame: &Value, runs: &HashMap<String, usize>
                     ));
                 }
             }
+            (Action::Shut(shut), is_open, reason) => {
+                if let Some(p) = shut_problem("deferred action", id, shut, is_open, reason) {
+                    problems.push(p);
+                }
+            }
         }
         let ran = runs.get(&seen.mark).copied().unwrap_or(0);
         if ran > 1 {
@@ -213,6 +222,25 @@ pub fn check_actions(model: &Model, frame: &Value, runs: &HashMap<String, usize>
         }
     }
     problems
+}
+
+/// What is wrong with an item the client closed or reopened (`shut`), listed open or not, and
+/// closed with `reason` if it is listed closed; `None` when nothing.
+pub fn shut_problem(
+    what: &str,
+    id: &str,
+    shut: Shut,
+    is_open: bool,
+    reason: Option<&str>,
+) -> Option<String> {
+    match (shut.must_be_open(), is_open, reason) {
+        (Some(false), true, _) => Some(format!("{what} {id} was closed and is open again")),
+        (Some(true), false, _) => Some(format!("{what} {id} was reopened and is closed")),
+        (_, false, Some(r)) if r != CLOSE_REASON => Some(format!(
+            "{what} {id} is closed as {r:?}, the client closed it as {CLOSE_REASON:?}"
+        )),
+        _ => None,
+    }
 }
 
 /// The connect batch's `dispatches` frame against what was acknowledged: every dispatch is
@@ -241,6 +269,9 @@ pub fn check_dispatches(
                 want.tasks.len()
             )),
             Some(_) => {}
+        }
+        if let Some(d) = listed.get(id.as_str()) {
+            problems.extend(plan_problems(id, want, d, held));
         }
     }
     let mut owner: HashMap<&str, (String, u64)> = HashMap::new();
@@ -275,6 +306,44 @@ pub fn check_dispatches(
                 problems.push(format!("task {n} of dispatch {id} is done, never sent"));
             }
         }
+    }
+    problems
+}
+
+/// A dispatch that waits for its plan to be confirmed: no task started nor sent before an
+/// approval was sent, one turned down (acknowledged) is cancelled, one approved
+/// (acknowledged) no longer waits.
+fn plan_problems(
+    id: &str,
+    want: &DispatchSeen,
+    listed: &Value,
+    held: &HashMap<String, usize>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let status = listed["status"].as_str().unwrap_or("?");
+    if !want.may_start() {
+        for t in list(listed, "tasks") {
+            if t["session"].is_string() {
+                problems.push(format!(
+                    "task {} of dispatch {id} started, its plan never approved",
+                    t["id"]
+                ));
+            }
+        }
+        for text in want.tasks.iter().filter(|t| held.contains_key(*t)) {
+            problems.push(format!(
+                "dispatch {id}: {text} was sent, its plan never approved"
+            ));
+        }
+    }
+    match want.confirm {
+        Some((false, true)) if status != "cancelled" => {
+            problems.push(format!("dispatch {id} was turned down and is {status}"));
+        }
+        Some((true, true)) if matches!(status, "planning" | "awaiting" | "cancelled") => {
+            problems.push(format!("dispatch {id} was approved and is {status}"));
+        }
+        _ => {}
     }
     problems
 }
@@ -384,7 +453,7 @@ pub fn check_deliveries(
 
 #[cfg(test)]
 mod tests {
-    use super::super::model::{ActionSeen, DispatchSeen, Session};
+    use super::super::model::{ActionSeen, Session};
     use super::*;
     use serde_json::json;
 
@@ -576,6 +645,73 @@ mod tests {
     }
 
     #[test]
+    fn actions_the_client_closed_stay_closed_and_reopened_ones_open() {
+        let mut m = Model::default();
+        let seen = |state, mark: &str| ActionSeen {
+            state,
+            session: "s1".into(),
+            mark: mark.into(),
+        };
+        m.actions
+            .insert("a1".into(), seen(Action::Shut(Shut::Closed), "ran-1"));
+        m.actions
+            .insert("a2".into(), seen(Action::Shut(Shut::Closing), "ran-2"));
+        m.actions
+            .insert("a3".into(), seen(Action::Shut(Shut::Reopening), "ran-3"));
+        let shut = json!({"closed_reason": CLOSE_REASON});
+        let closed = |id: &str| {
+            let mut a = shut.clone();
+            a["id"] = json!(id);
+            a
+        };
+        let fine = json!({"actions":[{"id":"a2"}],"closed":[closed("a1"), closed("a3")]});
+        assert!(check_actions(&m, &fine, &HashMap::new()).is_empty());
+        // a1 open again; a2 closed as allowed; a3 lost; and a1's command ran.
+        let wrong = json!({"actions":[{"id":"a1"}],"closed":[
+            {"id":"a2","closed_reason":"allow"}]});
+        let runs = HashMap::from([("ran-1".to_string(), 1)]);
+        assert_eq!(check_actions(&m, &wrong, &runs).len(), 4);
+        // Heard a decision though none was sent.
+        let told = HashMap::from([("[deferred action a1 declined]\nx".to_string(), 1)]);
+        assert!(check_deliveries(&m, &told, &ToolAcks::default(), &HashMap::new()).is_err());
+    }
+
+    #[test]
+    fn no_task_of_a_plan_starts_before_it_is_approved() {
+        let want = |confirm| DispatchSeen {
+            text: "plan".into(),
+            tasks: vec!["dtask-1".into()],
+            plan: true,
+            confirm,
+        };
+        let waiting = json!({"status":"awaiting","tasks":[{"id":1,"session":null}]});
+        let started = json!({"status":"running","tasks":[{"id":1,"session":"s1"}]});
+        let none = HashMap::new();
+        let sent = HashMap::from([("dtask-1".to_string(), 1)]);
+        assert!(plan_problems("d1", &want(None), &waiting, &none).is_empty());
+        // Started and sent, never approved.
+        assert_eq!(plan_problems("d1", &want(None), &started, &sent).len(), 2);
+        assert_eq!(
+            plan_problems("d1", &want(Some((false, false))), &started, &none).len(),
+            1
+        );
+        // Turned down: cancelled, not waiting still.
+        assert_eq!(
+            plan_problems("d1", &want(Some((false, true))), &waiting, &none).len(),
+            1
+        );
+        let cancelled = json!({"status":"cancelled","tasks":[{"id":1,"session":null}]});
+        assert!(plan_problems("d1", &want(Some((false, true))), &cancelled, &none).is_empty());
+        // Approved: started, not waiting still.
+        assert!(plan_problems("d1", &want(Some((true, true))), &started, &sent).is_empty());
+        assert_eq!(
+            plan_problems("d1", &want(Some((true, true))), &waiting, &none).len(),
+            1
+        );
+        assert!(plan_problems("d1", &want(Some((true, false))), &waiting, &none).is_empty());
+    }
+
+    #[test]
     fn a_lost_dispatch_and_a_task_started_twice_are_found() {
         let mut m = Model::default();
         m.dispatches.insert(
@@ -583,6 +719,8 @@ mod tests {
             DispatchSeen {
                 text: "plan".into(),
                 tasks: vec!["dtask-1".into(), "dtask-2".into()],
+                plan: false,
+                confirm: None,
             },
         );
         m.dispatches.insert(
@@ -590,6 +728,8 @@ mod tests {
             DispatchSeen {
                 text: "other".into(),
                 tasks: vec![],
+                plan: false,
+                confirm: None,
             },
         );
         let held = HashMap::from([("dtask-1".to_string(), 1)]);

@@ -9,8 +9,10 @@
 //! `checks.rs`) before its round runs.
 
 mod checks;
+mod decided;
 mod model;
 mod ops;
+mod repeats;
 mod verify;
 
 use std::sync::{Arc, Mutex};
@@ -203,13 +205,18 @@ async fn run_loop(options: Options) -> Result<bool> {
         world.after_kill(&model);
         // Half the time a task comes due within 2 s, stay down across its time: the next
         // start must run it once (the missed-run path).
+        // A task repeating every minute is due at every minute's start.
         let now = wall_ms();
-        let soon = lock(&model)
-            .due
-            .values()
-            .map(|at| at * 1000)
-            .filter(|at| (now..now + 2000).contains(at))
-            .min();
+        let soon = {
+            let m = lock(&model);
+            let minute = (!m.repeating.is_empty()).then(|| now.div_ceil(60_000) * 60_000);
+            m.due
+                .values()
+                .map(|at| at * 1000)
+                .chain(minute)
+                .filter(|at| (now..now + 2000).contains(at))
+                .min()
+        };
         if let Some(at) = soon
             && rng.below(2) == 0
         {
@@ -285,6 +292,14 @@ async fn run_loop(options: Options) -> Result<bool> {
     }
     let tools = world.tool_acks(&model);
     let m = lock(&model);
+    let every = repeats::read(&world.env.home(), &m.repeating);
+    let every_runs: usize = every.values().map(Vec::len).sum();
+    // Runs recorded over a minute after their due time: minutes missed while no daemon ran.
+    let every_late = every
+        .values()
+        .flatten()
+        .filter(|r| r.at_ms >= r.due * 1000 + 60_000)
+        .count();
     println!(
         "crashloop: {} kills in {:.1?}, seed {seed}",
         options.kills,
@@ -319,6 +334,9 @@ async fn run_loop(options: Options) -> Result<bool> {
         ("denied (acked)", decided(false)),
         ("dispatch tasks", m.task_sessions.len()),
         ("due while down", missed),
+        ("every-minute runs", every_runs),
+        ("  after a miss", every_late),
+        ("proposed (tool)", tools.proposed.len()),
     ] {
         println!("  {what:<20} {n}");
     }

@@ -17,6 +17,7 @@ pub const KINDS: &[&str] = &[
     "schedule_delete",
     "schedule_run",
     "schedule_due",
+    "schedule_repeat",
     "device_pair",
     "device_revoke",
     "upload",
@@ -29,8 +30,17 @@ pub const KINDS: &[&str] = &[
     "action_ask",
     "action_listed",
     "action_decide",
+    "item_close",
+    "item_reopen",
     "dispatch_send",
+    "dispatch_confirm",
+    "agent_requirement",
+    "proposal_decide",
 ];
+
+/// The reason every `item_close` gives, so a closed item's `closed_reason` tells it from a
+/// decision.
+pub const CLOSE_REASON: &str = "shut by the crash loop";
 
 #[derive(Default)]
 pub struct Session {
@@ -51,14 +61,42 @@ pub enum Action {
     Deciding(bool),
     /// The decision (allow?) was acknowledged.
     Decided(bool),
+    /// Closed or being closed, or being reopened, by the client (`item_close`, `item_reopen`):
+    /// never decided meanwhile. A reopen acknowledged makes it `Listed` again.
+    Shut(Shut),
 }
 
 impl Action {
     /// The decision sent, acknowledged or not.
     pub fn decision(self) -> Option<bool> {
         match self {
-            Action::Listed => None,
+            Action::Listed | Action::Shut(_) => None,
             Action::Deciding(allow) | Action::Decided(allow) => Some(allow),
+        }
+    }
+}
+
+/// An item (a deferred action, a question) the client closed without an answer or reopened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shut {
+    /// `item_close` sent without its acknowledgement: closed with [`CLOSE_REASON`] or open.
+    Closing,
+    /// `item_close` acknowledged: closed with [`CLOSE_REASON`].
+    Closed,
+    /// `item_reopen` sent without its acknowledgement: open, or still closed.
+    Reopening,
+    /// `item_reopen` acknowledged: open.
+    Reopened,
+}
+
+impl Shut {
+    /// Whether the item may be listed open (`open`) or as closed by the client; `None` when
+    /// either is right.
+    pub fn must_be_open(self) -> Option<bool> {
+        match self {
+            Shut::Closing | Shut::Reopening => None,
+            Shut::Closed => Some(false),
+            Shut::Reopened => Some(true),
         }
     }
 }
@@ -78,6 +116,25 @@ pub struct ActionSeen {
 pub struct DispatchSeen {
     pub text: String,
     pub tasks: Vec<String>,
+    /// Sent with `plan: true`: no task may start before an approving `dispatch_confirm`.
+    pub plan: bool,
+    /// The `dispatch_confirm` sent (approve?) and whether its reply arrived.
+    pub confirm: Option<(bool, bool)>,
+}
+
+impl DispatchSeen {
+    /// Whether its tasks may have started: no plan to confirm, or an approval was sent.
+    pub fn may_start(&self) -> bool {
+        !self.plan || matches!(self.confirm, Some((true, _)))
+    }
+}
+
+/// A scheduled task that repeats every minute, saved and acknowledged.
+#[derive(Debug, Clone)]
+pub struct Repeating {
+    pub name: String,
+    /// Its first `next_run_at` (unix seconds), from the save's reply.
+    pub first: u64,
 }
 
 #[derive(Default)]
@@ -100,10 +157,17 @@ pub struct Model {
     /// `once` tasks saved to come due by the clock: prompt (`due-<tag>`) → due, unix seconds.
     /// Never run by hand nor deleted, so each must run exactly once.
     pub due: HashMap<String, u64>,
+    /// Tasks repeating every minute, by id: never deleted nor run by hand.
+    pub repeating: HashMap<String, Repeating>,
     /// Bodies of `message_send`s answered `message_accepted`.
     pub messages: HashSet<String>,
     /// Answers acknowledged by `question_answered`, by question id.
     pub answers: HashMap<String, String>,
+    /// Questions the client closed or reopened (`item_close`, `item_reopen`), by id.
+    pub questions_shut: HashMap<String, Shut>,
+    /// The agents' proposed requirements the client decided (`requirement_proposal`), by id:
+    /// (accept?, acknowledged?).
+    pub proposals: HashMap<String, (bool, bool)>,
     /// Reports whose `report_read` was acknowledged.
     pub reports_read: HashSet<String>,
     /// Deferred actions the daemon listed, by id.
@@ -129,13 +193,15 @@ impl Model {
 
 /// What the agents' tools returned, read from the tool results in the model's recorded
 /// requests: message ids from `message_agent`, timer ids from `timer`, question and report
-/// ids from `question` and `report`, and the deferred actions a call was turned into.
+/// ids from `question` and `report`, requirement ids from `requirements`' `propose_create`,
+/// and the deferred actions a call was turned into.
 #[derive(Default, Clone)]
 pub struct ToolAcks {
     pub messages: HashSet<String>,
     pub timers: HashSet<String>,
     pub questions: HashSet<String>,
     pub reports: HashSet<String>,
+    pub proposed: HashSet<String>,
     pub deferred: HashSet<String>,
 }
 
@@ -165,6 +231,12 @@ impl ToolAcks {
                 let Ok(v) = serde_json::from_str::<Value>(content) else {
                     continue;
                 };
+                if v["state"] == "proposed"
+                    && let Some(id) = v["requirement"].as_str()
+                {
+                    acks.proposed.insert(id.to_string());
+                    continue;
+                }
                 for (field, set) in [
                     ("message", &mut acks.messages),
                     ("timer", &mut acks.timers),

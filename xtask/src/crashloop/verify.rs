@@ -1,5 +1,6 @@
 //! The checks of a fresh start, and what they read: the engine's saved conversations, the
-//! fake model's requests, the runs file of the deferred commands, the upload directory.
+//! fake model's requests, the runs file of the deferred commands, the upload directory, the
+//! daemon's message log (for the repeating tasks' minutes).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,8 +13,8 @@ use jucode_testsupport::{Client, Daemon, TestHome};
 use serde_json::json;
 
 use super::Rng;
-use super::checks;
 use super::model::{Model, ToolAcks};
+use super::{checks, decided, repeats};
 
 /// What a check reads besides the daemon: the home, the fake model and the runs file.
 pub struct World {
@@ -40,11 +41,17 @@ impl World {
         out
     }
 
-    /// The acknowledged deliveries not made yet; an error for one made twice.
+    /// The acknowledged deliveries not made yet, and the minutes of the repeating tasks no run
+    /// covers yet (up to 5 s ago); an error for one made twice.
     pub fn waiting_deliveries(&self, model: &Arc<Mutex<Model>>) -> Result<Vec<String>> {
         let held = self.env.saved_user_messages()?;
         let tools = self.tool_acks(model);
-        checks::check_deliveries(&lock(model), &held, &tools, &self.runs())
+        let m = lock(model);
+        let mut waiting = checks::check_deliveries(&m, &held, &tools, &self.runs())?;
+        let runs = repeats::read(&self.env.home(), &m.repeating);
+        let until = (super::wall_ms() / 1000).saturating_sub(5);
+        waiting.extend(repeats::waiting(&m.repeating, &runs, &held, until));
+        Ok(waiting)
     }
 
     /// After a kill: the deferrals every daemon so far told the model of, all dead now, are
@@ -89,8 +96,15 @@ pub async fn verify(
     let held = world.env.saved_user_messages()?;
     {
         let mut m = lock(model);
-        problems.extend(checks::check_items(&m, &tools, &questions, &reports));
         let of = |kind: &str| batch.iter().find(|f| f["type"] == kind);
+        problems.extend(checks::check_items(&m, &tools, &questions, &reports));
+        problems.extend(decided::check_shut_questions(&m, &questions));
+        match of("requirements") {
+            Some(f) => problems.extend(decided::check_proposals(&m, &tools, f)),
+            None => problems.push("the connect batch has no requirements frame".into()),
+        }
+        let every = repeats::read(&world.env.home(), &m.repeating);
+        problems.extend(repeats::twice(&m.repeating, &every));
         match of("actions") {
             Some(f) => problems.extend(checks::check_actions(&m, f, &runs)),
             None => problems.push("the connect batch has no actions frame".into()),

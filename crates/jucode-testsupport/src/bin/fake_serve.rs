@@ -2,8 +2,8 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n> [<bytes>]`, `flood-timed <n>`, `stream <n> <interval-ms>` (`n` stamped deltas, one every
-//! interval, as a model streams; other ops are served meanwhile), `crash`, `replay <file>`,
+//! `flood <n> [<bytes>]`, `flood-timed <n> [<lines per write>]`, `stream <n> <interval-ms>` (`n`
+//! stamped deltas, one every interval, as a model streams; other ops are served meanwhile), `crash`, `replay <file>`,
 //! `tool <name> <json>` (an agent tool called through the daemon's MCP server, see
 //! `agent_tool`); anything else is echoed back.
 //!
@@ -476,25 +476,32 @@ impl Engine {
             }
             return self.finish(&delta.repeat(n)).await;
         }
-        if let Some(n) = content
-            .strip_prefix("flood-timed ")
-            .and_then(|s| s.trim().parse::<usize>().ok())
-        {
-            // For the fan-out bench: each delta carries its emission time, so a client can
-            // measure the daemon's latency frame by frame.
+        if let Some((n, batch)) = content.strip_prefix("flood-timed ").and_then(|rest| {
+            let mut words = rest.split_whitespace();
+            let n = words.next()?.parse::<usize>().ok()?;
+            let batch = match words.next() {
+                Some(batch) => batch.parse::<usize>().ok()?.max(1),
+                None => 1,
+            };
+            Some((n, batch))
+        }) {
+            // For the fan-out bench: each delta carries its emission time (taken as its line
+            // is formatted, so time spent waiting for the batch's write counts as latency).
             self.emit(json!({"type": "assistant_start"})).await?;
-            // Each line written as text into one buffer, not built as a map and serialized:
-            // the bench measures the daemon, so its producer should cost about what the bare
-            // broadcaster's does. Still one write (and so one pipe wake-up) per line.
-            let mut line = Vec::with_capacity(64);
+            // Lines written as text, not built as maps and serialized, and `batch` lines per
+            // write: the bench measures the daemon, so its producer should cost about what
+            // the bare broadcaster's does.
+            let mut lines = Vec::with_capacity(64 * batch);
             let mut out = self.out.lock();
-            for _ in 0..n {
+            for i in 0..n {
                 let nanos = self.clock.now().as_nanosecond().max(0);
-                line.clear();
-                writeln!(line, r#"{{"type":"assistant_delta","delta":"t{nanos}"}}"#)
+                writeln!(lines, r#"{{"type":"assistant_delta","delta":"t{nanos}"}}"#)
                     .context("format delta")?;
-                out.write_all(&line).context("write stdout")?;
-                out.flush().context("flush stdout")?;
+                if (i + 1) % batch == 0 || i + 1 == n {
+                    out.write_all(&lines).context("write stdout")?;
+                    out.flush().context("flush stdout")?;
+                    lines.clear();
+                }
             }
             drop(out);
             return self.finish(&format!("flooded {n}")).await;

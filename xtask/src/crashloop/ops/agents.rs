@@ -1,6 +1,7 @@
 //! Ops on the agents' work: messages whose `CALL` script makes agent `a` message, set a
-//! timer, ask or report; answers and read marks; calls agent `d` (manual mode, nobody
-//! watching) must defer, and their decisions; dispatches planned by the fake dispatcher.
+//! timer, ask, report or propose a requirement; answers and read marks; calls agent `d`
+//! (manual mode, nobody watching) must defer, and their decisions; dispatches planned by the
+//! fake dispatcher, some waiting for the client to confirm their plan.
 
 use anyhow::Result;
 use serde_json::{Value, json};
@@ -15,6 +16,7 @@ pub async fn op(r: &mut Round, kind: &'static str, tag: String) -> Result<()> {
         "action_listed" => list_actions(r).await,
         "action_decide" => decide(r).await,
         "dispatch_send" => dispatch(r, tag).await,
+        "dispatch_confirm" => confirm(r).await,
         _ => agent_turn(r, kind, tag).await,
     }
 }
@@ -43,6 +45,13 @@ async fn agent_turn(r: &mut Round, kind: &'static str, tag: String) -> Result<()
         "agent_report" => (
             "a",
             format!(r#"CALL report {{"title":"rep-{tag}","body":"done"}}"#),
+        ),
+        // A proposal the client may accept or decline (`items.rs`).
+        "agent_requirement" => (
+            "a",
+            format!(
+                r#"CALL requirements {{"action":"propose_create","text":"prop-{tag}","reason":"the crash loop"}}"#
+            ),
         ),
         // An escalated command in manual mode needs a person; nobody watches, so it is
         // deferred. Allowed, it appends its mark to the runs file once.
@@ -197,16 +206,61 @@ async fn dispatch(r: &mut Round, tag: String) -> Result<()> {
         .map(|t| json!({"title":t,"project":project,"text":t}))
         .collect();
     let text = format!("CALL dispatch {}", json!({"action":"plan","tasks":tasks}));
+    // Half of them wait for the client to confirm the plan (`confirm`).
+    let plan = r.rng.below(2) == 0;
     let reply =
-        r.c.request(json!({"op":"dispatch_send","text":text,"approval_mode":"auto"}))
+        r.c.request(json!({"op":"dispatch_send","text":text,"approval_mode":"auto","plan":plan}))
             .await?;
     if reply["type"] == "dispatch_started"
         && let Some(id) = reply["dispatch"].as_str()
     {
         let mut m = lock(&r.model);
-        m.dispatches
-            .insert(id.to_string(), DispatchSeen { text, tasks: texts });
+        m.dispatches.insert(
+            id.to_string(),
+            DispatchSeen {
+                text,
+                tasks: texts,
+                plan,
+                confirm: None,
+            },
+        );
         m.ack("dispatch_send");
+    }
+    Ok(())
+}
+
+/// `dispatch_confirm` of a plan waiting for it: approved (its tasks start) or turned down
+/// (none ever starts).
+async fn confirm(r: &mut Round) -> Result<()> {
+    let listed = r.c.request(json!({"op":"dispatch_list"})).await?;
+    let awaiting: Vec<String> = {
+        let m = lock(&r.model);
+        listed["dispatches"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["status"] == "awaiting")
+            .filter_map(|d| d["id"].as_str())
+            .filter(|id| m.dispatches.get(*id).is_some_and(|d| d.confirm.is_none()))
+            .map(String::from)
+            .collect()
+    };
+    let Some(id) = r.pick(awaiting) else {
+        return Ok(());
+    };
+    let approve = r.rng.below(2) == 0;
+    if let Some(d) = lock(&r.model).dispatches.get_mut(&id) {
+        d.confirm = Some((approve, false));
+    }
+    let reply =
+        r.c.request(json!({"op":"dispatch_confirm","dispatch":id,"approve":approve}))
+            .await?;
+    if reply["type"] == "dispatch_confirmed" {
+        let mut m = lock(&r.model);
+        if let Some(d) = m.dispatches.get_mut(&id) {
+            d.confirm = Some((approve, true));
+        }
+        m.ack("dispatch_confirm");
     }
     Ok(())
 }

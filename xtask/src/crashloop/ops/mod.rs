@@ -1,9 +1,11 @@
 //! One round's client: a seeded random mix of ops, each recorded in the model once its
 //! acknowledgement arrives, until the connection dies with the daemon. One module per family:
-//! records (sessions, workspace, requirements, devices, uploads), scheduled tasks, and the
-//! agents' work (messages, questions, reports, deferred actions, dispatch).
+//! records (sessions, workspace, requirements, devices, uploads), scheduled tasks, the
+//! agents' work (messages, questions, reports, deferred actions, dispatch, proposals), and the
+//! client's closing, reopening and deciding of what the agents left (`items.rs`).
 
 mod agents;
+mod items;
 mod records;
 mod schedules;
 
@@ -54,12 +56,16 @@ pub async fn drive(mut r: Round) -> Result<()> {
             | "device_pair" | "device_revoke" | "upload" => {
                 records::op(&mut r, kind, tag).await?;
             }
-            "schedule_save" | "schedule_delete" | "schedule_run" | "schedule_due" => {
+            "schedule_save" | "schedule_delete" | "schedule_run" | "schedule_due"
+            | "schedule_repeat" => {
                 schedules::op(&mut r, kind, tag).await?;
             }
             "agent_message" | "agent_timer" | "agent_question" | "agent_report"
             | "question_answer" | "report_read" | "action_ask" | "action_listed"
-            | "action_decide" | "dispatch_send" => agents::op(&mut r, kind, tag).await?,
+            | "action_decide" | "dispatch_send" | "dispatch_confirm" | "agent_requirement" => {
+                agents::op(&mut r, kind, tag).await?
+            }
+            "item_close" | "item_reopen" | "proposal_decide" => items::op(&mut r, kind).await?,
             other => bail!("no driver for {other}"),
         }
     }

@@ -1,14 +1,17 @@
-//! Ops on scheduled tasks: saved (never due within the run), deleted, run by hand, and saved
-//! to come due by the clock.
+//! Ops on scheduled tasks: saved (never due within the run), deleted, run by hand, saved to
+//! come due once by the clock, and saved to repeat every minute.
 
 use anyhow::Result;
 use serde_json::json;
 
 use super::Round;
+use crate::crashloop::model::Repeating;
 use crate::crashloop::verify::lock;
 
 /// The most tasks due by the clock waiting for their time at once: each run is a model turn.
 const DUE_AT_ONCE: usize = 3;
+/// Tasks repeating every minute, over the whole run: each minute's run is a model turn.
+const REPEATING: usize = 2;
 
 pub async fn op(r: &mut Round, kind: &'static str, tag: String) -> Result<()> {
     let c = &mut r.c;
@@ -92,6 +95,31 @@ pub async fn op(r: &mut Round, kind: &'static str, tag: String) -> Result<()> {
             if reply["type"] == "schedule_saved" {
                 let mut m = lock(&r.model);
                 m.due.insert(prompt, at);
+                m.ack(kind);
+            }
+        }
+        "schedule_repeat" => {
+            // Every minute, for the rest of the run: each minute's run is delivered once,
+            // minutes missed while no daemon ran as one run at the next start (`repeats.rs`).
+            if lock(&r.model).repeating.len() >= REPEATING {
+                return Ok(());
+            }
+            let name = format!("every-{tag}");
+            let reply = c
+                .request(
+                    json!({"op":"schedule_save","schedule":{"agent":"b","name":name,
+                    "prompt":name,"repeat":"cron","cron":"* * * * *","new_session":false}}),
+                )
+                .await?;
+            if reply["type"] == "schedule_saved"
+                && let (Some(id), Some(first)) = (
+                    reply["schedule"]["id"].as_str(),
+                    reply["schedule"]["next_run_at"].as_u64(),
+                )
+            {
+                let mut m = lock(&r.model);
+                m.repeating
+                    .insert(id.to_string(), Repeating { name, first });
                 m.ack(kind);
             }
         }
