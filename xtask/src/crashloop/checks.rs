@@ -224,6 +224,18 @@ pub fn check_actions(model: &Model, frame: &Value, runs: &HashMap<String, usize>
     problems
 }
 
+/// The commands of the dispatch tasks that ran (`runs` counts each line of the runs file):
+/// each asked for an approval nobody gave, so none may run.
+pub fn unapproved_runs(runs: &HashMap<String, usize>) -> Vec<String> {
+    let mut out: Vec<String> = runs
+        .keys()
+        .filter(|mark| mark.starts_with("ran-dtask-"))
+        .map(|mark| format!("{mark}: a task's command ran, nobody approved it"))
+        .collect();
+    out.sort();
+    out
+}
+
 /// What is wrong with an item the client closed or reopened (`shut`), listed open or not, and
 /// closed with `reason` if it is listed closed; `None` when nothing.
 pub fn shut_problem(
@@ -671,6 +683,10 @@ mod tests {
             {"id":"a2","closed_reason":"allow"}]});
         let runs = HashMap::from([("ran-1".to_string(), 1)]);
         assert_eq!(check_actions(&m, &wrong, &runs).len(), 4);
+        // A dispatch task's command, which nobody can approve.
+        assert!(unapproved_runs(&runs).is_empty());
+        let task = HashMap::from([("ran-dtask-r1-2-1".to_string(), 1)]);
+        assert_eq!(unapproved_runs(&task).len(), 1);
         // Heard a decision though none was sent.
         let told = HashMap::from([("[deferred action a1 declined]\nx".to_string(), 1)]);
         assert!(check_deliveries(&m, &told, &ToolAcks::default(), &HashMap::new()).is_err());

@@ -294,11 +294,12 @@ async fn run_loop(options: Options) -> Result<bool> {
     let m = lock(&model);
     let every = repeats::read(&world.env.home(), &m.repeating);
     let every_runs: usize = every.values().map(Vec::len).sum();
-    // Runs recorded over a minute after their due time: minutes missed while no daemon ran.
+    // Runs recorded over 1.5 s after their minute (the daemon ticks every second): minutes
+    // whose start no daemon saw, run by the next start.
     let every_late = every
         .values()
         .flatten()
-        .filter(|r| r.at_ms >= r.due * 1000 + 60_000)
+        .filter(|r| r.at_ms >= r.due * 1000 + 1500)
         .count();
     println!(
         "crashloop: {} kills in {:.1?}, seed {seed}",
@@ -333,9 +334,21 @@ async fn run_loop(options: Options) -> Result<bool> {
         ("allowed (acked)", decided(true)),
         ("denied (acked)", decided(false)),
         ("dispatch tasks", m.task_sessions.len()),
+        (
+            "  asking approval",
+            m.task_sessions
+                .keys()
+                .filter(|(d, n)| {
+                    m.dispatches
+                        .get(d)
+                        .and_then(|d| d.tasks.get(n.saturating_sub(1) as usize))
+                        .is_some_and(|t| t.starts_with("CALL bash"))
+                })
+                .count(),
+        ),
         ("due while down", missed),
         ("every-minute runs", every_runs),
-        ("  after a miss", every_late),
+        ("  run late (down)", every_late),
         ("proposed (tool)", tools.proposed.len()),
     ] {
         println!("  {what:<20} {n}");

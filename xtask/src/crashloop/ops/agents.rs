@@ -54,12 +54,8 @@ async fn agent_turn(r: &mut Round, kind: &'static str, tag: String) -> Result<()
             ),
         ),
         // An escalated command in manual mode needs a person; nobody watches, so it is
-        // deferred. Allowed, it appends its mark to the runs file once.
-        _ => {
-            let command = format!("echo ran-{tag} >> {}; echo ok", r.runs_file.display());
-            let args = json!({"command":command,"escalate":true,"justification":"the crash loop"});
-            ("d", format!("CALL bash {args}"))
-        }
+        // deferred.
+        _ => ("d", escalated_call(r, &tag)),
     };
     let reply =
         r.c.request(json!({"op":"message_send","agent":agent,"body":body}))
@@ -70,6 +66,14 @@ async fn agent_turn(r: &mut Round, kind: &'static str, tag: String) -> Result<()
         m.ack(kind);
     }
     Ok(())
+}
+
+/// A `CALL` of `bash`, escalated: in manual mode it needs a person (deferred when nobody
+/// watches), and allowed, it appends its mark (`ran-<tag>`) to the runs file once.
+fn escalated_call(r: &Round, tag: &str) -> String {
+    let command = format!("echo ran-{tag} >> {}; echo ok", r.runs_file.display());
+    let args = json!({"command":command,"escalate":true,"justification":"the crash loop"});
+    format!("CALL bash {args}")
 }
 
 async fn read_or_answer(r: &mut Round, kind: &'static str, tag: String) -> Result<()> {
@@ -188,8 +192,8 @@ async fn decide(r: &mut Round) -> Result<()> {
 }
 
 /// `dispatch_send` of a plan of one or two tasks in an acknowledged project: the fake
-/// dispatcher calls its tool with the plan as written, and each task's text (`dtask-…`)
-/// goes to a new session. Few of these: each is three or more model turns.
+/// dispatcher calls its tool with the plan as written, and each task's text (`dtask-…`, or a
+/// deferred call) goes to a new session. Few of these: each is three or more model turns.
 async fn dispatch(r: &mut Round, tag: String) -> Result<()> {
     if r.rng.below(4) != 0 {
         return Ok(());
@@ -198,18 +202,34 @@ async fn dispatch(r: &mut Round, tag: String) -> Result<()> {
     let Some(project) = r.pick(projects) else {
         return Ok(());
     };
-    let texts: Vec<String> = (1..=1 + r.rng.below(2))
+    // One in three runs its tasks in manual mode, each task an escalated call: a task's
+    // session is marked attended, so the call waits for an `approve` nobody sends, across
+    // every kill; its command must never run (`checks::unapproved_runs`).
+    let manual = r.rng.below(3) == 0;
+    let titles: Vec<String> = (1..=1 + r.rng.below(2))
         .map(|n| format!("dtask-{tag}-{n}"))
         .collect();
-    let tasks: Vec<Value> = texts
+    let texts: Vec<String> = titles
         .iter()
-        .map(|t| json!({"title":t,"project":project,"text":t}))
+        .map(|t| {
+            if manual {
+                escalated_call(r, t)
+            } else {
+                t.clone()
+            }
+        })
+        .collect();
+    let tasks: Vec<Value> = titles
+        .iter()
+        .zip(&texts)
+        .map(|(title, text)| json!({"title":title,"project":project,"text":text}))
         .collect();
     let text = format!("CALL dispatch {}", json!({"action":"plan","tasks":tasks}));
     // Half of them wait for the client to confirm the plan (`confirm`).
     let plan = r.rng.below(2) == 0;
+    let mode = if manual { "manual" } else { "auto" };
     let reply =
-        r.c.request(json!({"op":"dispatch_send","text":text,"approval_mode":"auto","plan":plan}))
+        r.c.request(json!({"op":"dispatch_send","text":text,"approval_mode":mode,"plan":plan}))
             .await?;
     if reply["type"] == "dispatch_started"
         && let Some(id) = reply["dispatch"].as_str()
