@@ -469,6 +469,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// An action of session `s1` whose command writes `mark`.
+    fn seen(state: Action, mark: &str) -> ActionSeen {
+        ActionSeen {
+            state,
+            session: "s1".into(),
+            mark: mark.into(),
+        }
+    }
+
     fn batch(sessions: Value, requirements: Value, schedules: Value) -> Vec<Value> {
         vec![
             json!({"type":"sessions","sessions":sessions}),
@@ -580,13 +589,8 @@ mod tests {
     fn a_decision_is_waited_for_and_heard_once_and_a_command_runs_once() {
         let mut m = Model::default();
         let none = ToolAcks::default();
-        let seen = |state| ActionSeen {
-            state,
-            session: "s1".into(),
-            mark: "ran-r1-1".into(),
-        };
         m.actions
-            .insert("act-1".into(), seen(Action::Decided(true)));
+            .insert("act-1".into(), seen(Action::Decided(true), "ran-r1-1"));
         let nothing = HashMap::new();
         assert_eq!(
             check_deliveries(&m, &nothing, &none, &nothing).unwrap(),
@@ -622,18 +626,14 @@ mod tests {
         ]);
         assert!(check_deliveries(&m, &twice, &none, &ran).is_err());
         // Never decided, yet told.
-        m.actions.insert("act-1".into(), seen(Action::Listed));
+        m.actions
+            .insert("act-1".into(), seen(Action::Listed, "ran-r1-1"));
         assert!(check_deliveries(&m, &told, &none, &nothing).is_err());
     }
 
     #[test]
     fn lost_reopened_and_rerun_actions_are_found() {
         let mut m = Model::default();
-        let seen = |state, mark: &str| ActionSeen {
-            state,
-            session: "s1".into(),
-            mark: mark.into(),
-        };
         m.actions
             .insert("a1".into(), seen(Action::Decided(true), "ran-1"));
         m.actions
@@ -659,11 +659,6 @@ mod tests {
     #[test]
     fn actions_the_client_closed_stay_closed_and_reopened_ones_open() {
         let mut m = Model::default();
-        let seen = |state, mark: &str| ActionSeen {
-            state,
-            session: "s1".into(),
-            mark: mark.into(),
-        };
         m.actions
             .insert("a1".into(), seen(Action::Shut(Shut::Closed), "ran-1"));
         m.actions

@@ -192,8 +192,8 @@ async fn decide(r: &mut Round) -> Result<()> {
 }
 
 /// `dispatch_send` of a plan of one or two tasks in an acknowledged project: the fake
-/// dispatcher calls its tool with the plan as written, and each task's text (`dtask-…`, or a
-/// deferred call) goes to a new session. Few of these: each is three or more model turns.
+/// dispatcher calls its tool with the plan as written, and each task's text (`dtask-…`, or an
+/// escalated call) goes to a new session. Few of these: each is three or more model turns.
 async fn dispatch(r: &mut Round, tag: String) -> Result<()> {
     if r.rng.below(4) != 0 {
         return Ok(());
