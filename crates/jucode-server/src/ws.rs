@@ -401,7 +401,7 @@ async fn write_batch<S: Socket>(
 /// the message shares the hub's buffer.
 fn text_message(text: FrameText) -> Result<Message, WsError> {
     // Checking is a fast scan of text that is known to be UTF-8; it never fails.
-    Ok(Message::Text(Utf8Bytes::try_from(text.to_bytes())?))
+    Ok(Message::Text(Utf8Bytes::try_from(text.into_bytes())?))
 }
 
 /// Hands client frames to the hub until the client leaves or errs, or the writer ends first

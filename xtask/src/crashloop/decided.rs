@@ -10,7 +10,8 @@ use super::checks::shut_problem;
 use super::model::{Model, ToolAcks};
 
 /// The restarted daemon's `question_list` reply against the questions the client closed or
-/// reopened (those it answered are `check_items`').
+/// reopened (those it answered are `check_items`'; one it sent an answer for without the
+/// reply may be closed as answered).
 pub fn check_shut_questions(model: &Model, questions: &Value) -> Vec<String> {
     let entries =
         |field: &str| -> Vec<Value> { questions[field].as_array().cloned().unwrap_or_default() };
@@ -31,6 +32,12 @@ pub fn check_shut_questions(model: &Model, questions: &Value) -> Vec<String> {
             continue;
         }
         let is_open = open.contains(id);
+        let answered = closed
+            .get(id)
+            .is_some_and(|r| r.as_deref() == Some("answered"));
+        if answered && model.answers_sent.contains(id) {
+            continue;
+        }
         match closed.get(id) {
             None if !is_open => problems.push(format!("question {id}, closed by the client, lost")),
             reason => {
@@ -116,6 +123,13 @@ mod tests {
         // One answered afterwards is check_items' to judge.
         m.answers.insert("q-1".into(), "yes".into());
         assert_eq!(check_shut_questions(&m, &wrong).len(), 3);
+        // Reopened, then an answer sent whose reply a kill cut off: closed as answered.
+        let answered = json!({"questions":[{"id":"q-3"}],"closed":[
+            {"id":"q-1","closed_reason":CLOSE_REASON},{"id":"q-2","closed_reason":"answered"},
+            {"id":"q-4","closed_reason":CLOSE_REASON},{"id":"q-5","closed_reason":CLOSE_REASON}]});
+        assert_eq!(check_shut_questions(&m, &answered).len(), 1);
+        m.answers_sent.insert("q-2".into());
+        assert!(check_shut_questions(&m, &answered).is_empty());
     }
 
     #[test]

@@ -163,6 +163,8 @@ pub struct Model {
     pub messages: HashSet<String>,
     /// Answers acknowledged by `question_answered`, by question id.
     pub answers: HashMap<String, String>,
+    /// Questions a `question_answer` was sent for, acknowledged or not.
+    pub answers_sent: HashSet<String>,
     /// Questions the client closed or reopened (`item_close`, `item_reopen`), by id.
     pub questions_shut: HashMap<String, Shut>,
     /// The agents' proposed requirements the client decided (`requirement_proposal`), by id:

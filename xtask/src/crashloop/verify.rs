@@ -114,7 +114,7 @@ pub async fn verify(
             None => problems.push("the connect batch has no dispatches frame".into()),
         }
         problems.extend(check_uploads(&m, &world.env.home().join("uploads")));
-        problems.extend(checks::unapproved_runs(&runs));
+        problems.extend(checks::unapproved_runs(&m, &runs));
     }
     let (tokens, revoked) = {
         let m = lock(model);

@@ -194,11 +194,23 @@ impl Clients {
         // every client. Who has to go is settled after the walk.
         let mut closed = Vec::new();
         let mut slow = Vec::new();
-        for (id, client) in &self.map {
-            if Some(*id) == except {
-                continue;
-            }
-            match client.tx.offer(Outgoing::Frame(text.clone()), true) {
+        let mut targets = self
+            .map
+            .iter()
+            .filter(|(id, _)| Some(**id) != except)
+            .peekable();
+        let mut text = Some(text);
+        while let Some((id, client)) = targets.next() {
+            // The last one takes the text itself: one reference count less per event.
+            let frame = if targets.peek().is_some() {
+                text.clone()
+            } else {
+                text.take()
+            };
+            let Some(frame) = frame else {
+                break;
+            };
+            match client.tx.offer(Outgoing::Frame(frame), true) {
                 Offer::Taken => {}
                 Offer::Closed => closed.push(*id),
                 Offer::TooSlow => slow.push(*id),

@@ -24,6 +24,17 @@ impl FrameText {
         self.0.clone()
     }
 
+    /// The shared bytes themselves, this reference handed over.
+    pub fn into_bytes(self) -> Bytes {
+        self.0
+    }
+
+    /// Text `serde_json` wrote into a buffer (JSON text is UTF-8), taken without a copy and
+    /// without scanning it again: this runs once per event the hub broadcasts.
+    pub(crate) fn from_json(bytes: Vec<u8>) -> FrameText {
+        FrameText(Bytes::from(bytes))
+    }
+
     /// Its length in bytes.
     pub fn len(&self) -> usize {
         self.0.len()

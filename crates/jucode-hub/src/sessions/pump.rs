@@ -77,7 +77,7 @@ pub(super) fn session_frame(event: Event, session: &str) -> FrameText {
     if !map.contains_key("session")
         && let Some(text) = with_session_after(&map, session)
     {
-        return text.into();
+        return FrameText::from_json(text);
     }
     map.insert("session".into(), Value::String(session.to_string()));
     crate::clients::json_text(&Value::Object(map))
@@ -92,7 +92,7 @@ pub(super) fn delta_frame(delta: &str, session: &str) -> FrameText {
         out.push(b',');
         if let Some(text) = end_with_session(out, session) {
             // The buffer becomes the frame as it is: no copy.
-            return text.into();
+            return FrameText::from_json(text);
         }
     }
     // Not taken: writing strings into a buffer does not fail.
@@ -101,7 +101,7 @@ pub(super) fn delta_frame(delta: &str, session: &str) -> FrameText {
 
 /// `map` serialized with `"session":<session>` written after its last entry; `None` if
 /// serializing failed (then the caller inserts and serializes as usual).
-fn with_session_after(map: &Object, session: &str) -> Option<String> {
+fn with_session_after(map: &Object, session: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(64 + session.len());
     serde_json::to_writer(&mut out, map).ok()?;
     if out.pop() != Some(b'}') {
@@ -114,11 +114,11 @@ fn with_session_after(map: &Object, session: &str) -> Option<String> {
 }
 
 /// An object's text so far (open, ready for one more entry) ended with the session entry.
-fn end_with_session(mut out: Vec<u8>, session: &str) -> Option<String> {
+fn end_with_session(mut out: Vec<u8>, session: &str) -> Option<Vec<u8>> {
     out.extend_from_slice(b"\"session\":");
     serde_json::to_writer(&mut out, session).ok()?;
     out.push(b'}');
-    String::from_utf8(out).ok()
+    Some(out)
 }
 
 impl Hub {

@@ -100,6 +100,8 @@ async fn read_or_answer(r: &mut Round, kind: &'static str, tag: String) -> Resul
     };
     if kind == "question_answer" {
         let answer = format!("ans-{tag}");
+        // From here on it may be answered, whatever else the client did to it.
+        lock(&r.model).answers_sent.insert(id.clone());
         let reply =
             r.c.request(json!({"op":"question_answer","question":id,"answer":answer}))
                 .await?;
