@@ -15,12 +15,12 @@ fn frame<'a>(batch: &'a [Value], kind: &str) -> Result<&'a Value> {
     }
 }
 
-fn list<'a>(f: &'a Value, field: &str) -> &'a [Value] {
+pub(super) fn list<'a>(f: &'a Value, field: &str) -> &'a [Value] {
     f[field].as_array().map(Vec::as_slice).unwrap_or(&[])
 }
 
 /// The `id`s of the entries of `f[field]`.
-fn ids<'a>(f: &'a Value, field: &str) -> HashSet<&'a str> {
+pub(super) fn ids<'a>(f: &'a Value, field: &str) -> HashSet<&'a str> {
     list(f, field)
         .iter()
         .filter_map(|e| e["id"].as_str())

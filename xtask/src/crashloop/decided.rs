@@ -2,28 +2,26 @@
 //! without an answer and reopened, and the requirements the agents proposed, accepted or
 //! declined.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::checks::shut_problem;
+use super::checks::{ids, list, shut_problem};
 use super::model::{Model, ToolAcks};
 
 /// The restarted daemon's `question_list` reply against the questions the client closed or
 /// reopened (those it answered are `check_items`'; one it sent an answer for without the
 /// reply may be closed as answered).
 pub fn check_shut_questions(model: &Model, questions: &Value) -> Vec<String> {
-    let entries =
-        |field: &str| -> Vec<Value> { questions[field].as_array().cloned().unwrap_or_default() };
-    let open: HashSet<String> = entries("questions")
-        .iter()
-        .filter_map(|q| q["id"].as_str().map(String::from))
-        .collect();
-    let closed: HashMap<String, Option<String>> = entries("closed")
+    let open = ids(questions, "questions");
+    // Each closed question's reason (`null` when it has none).
+    let closed: HashMap<&str, &str> = list(questions, "closed")
         .iter()
         .filter_map(|q| {
-            let reason = q["closed_reason"].as_str().map(String::from);
-            Some((q["id"].as_str()?.to_string(), reason))
+            Some((
+                q["id"].as_str()?,
+                q["closed_reason"].as_str().unwrap_or("null"),
+            ))
         })
         .collect();
     let mut problems = Vec::new();
@@ -31,19 +29,15 @@ pub fn check_shut_questions(model: &Model, questions: &Value) -> Vec<String> {
         if model.answers.contains_key(id) {
             continue;
         }
-        let is_open = open.contains(id);
-        let answered = closed
-            .get(id)
-            .is_some_and(|r| r.as_deref() == Some("answered"));
-        if answered && model.answers_sent.contains(id) {
+        let is_open = open.contains(id.as_str());
+        let reason = closed.get(id.as_str()).copied();
+        if reason == Some("answered") && model.answers_sent.contains(id) {
             continue;
         }
-        match closed.get(id) {
-            None if !is_open => problems.push(format!("question {id}, closed by the client, lost")),
-            reason => {
-                let reason = reason.map(|r| r.as_deref().unwrap_or("null"));
-                problems.extend(shut_problem("question", id, *shut, is_open, reason));
-            }
+        if reason.is_none() && !is_open {
+            problems.push(format!("question {id}, closed by the client, lost"));
+        } else {
+            problems.extend(shut_problem("question", id, *shut, is_open, reason));
         }
     }
     problems
@@ -54,10 +48,8 @@ pub fn check_shut_questions(model: &Model, questions: &Value) -> Vec<String> {
 /// is an idea, declined (acknowledged) it is gone for good; a decision sent without its
 /// acknowledgement is either.
 pub fn check_proposals(model: &Model, tools: &ToolAcks, requirements: &Value) -> Vec<String> {
-    let states: HashMap<&str, &str> = requirements["requirements"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    let states: HashMap<&str, &str> = list(requirements, "requirements")
+        .iter()
         .filter_map(|r| Some((r["id"].as_str()?, r["state"].as_str().unwrap_or("?"))))
         .collect();
     let mut problems = Vec::new();

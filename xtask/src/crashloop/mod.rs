@@ -203,9 +203,9 @@ async fn run_loop(options: Options) -> Result<bool> {
         killed_at = Some(wall_ms());
         let _ = driver.await;
         world.after_kill(&model);
-        // Half the time a task comes due within 2 s, stay down across its time: the next
-        // start must run it once (the missed-run path).
-        // A task repeating every minute is due at every minute's start.
+        // Half the time a task comes due within 2 s (one repeating every minute is due at
+        // every minute's start), stay down across its time: the next start must run it once
+        // (the missed-run path).
         let now = wall_ms();
         let soon = {
             let m = lock(&model);

@@ -157,6 +157,11 @@ mod tests {
         )])
     }
 
+    /// Runs of task `t1`.
+    fn of_t1(runs: Vec<Run>) -> HashMap<String, Vec<Run>> {
+        HashMap::from([("t1".to_string(), runs)])
+    }
+
     fn line(id: &str, key: &str, at_ms: u64) -> String {
         json!({"kind":"message","id":id,"to":"b","from":"schedule:t1","body":"x",
             "dedupe_key":key,"at":at_ms})
@@ -193,14 +198,11 @@ mod tests {
             at_ms,
         };
         // 600 on time; 660 and 720 missed while down, one run at 750; 780 on time.
-        let good = HashMap::from([(
-            "t1".to_string(),
-            vec![
-                run("m-1", 600, 600_200),
-                run("m-2", 660, 750_000),
-                run("m-3", 780, 780_500),
-            ],
-        )]);
+        let good = of_t1(vec![
+            run("m-1", 600, 600_200),
+            run("m-2", 660, 750_000),
+            run("m-3", 780, 780_500),
+        ]);
         assert!(twice(&tasks(), &good).is_empty());
         assert!(waiting(&tasks(), &good, &held(&["m-1", "m-2", "m-3"]), 800).is_empty());
         // Not delivered yet; 840 not run yet.
@@ -212,34 +214,22 @@ mod tests {
             ]
         );
         // 720 run again though the run for 660 covered it; 660 recorded twice.
-        let again = HashMap::from([(
-            "t1".to_string(),
-            vec![
-                run("m-1", 600, 600_200),
-                run("m-2", 660, 750_000),
-                run("m-4", 720, 751_000),
-            ],
-        )]);
+        let again = of_t1(vec![
+            run("m-1", 600, 600_200),
+            run("m-2", 660, 750_000),
+            run("m-4", 720, 751_000),
+        ]);
         assert_eq!(twice(&tasks(), &again).len(), 1);
-        let same = HashMap::from([(
-            "t1".to_string(),
-            vec![run("m-1", 660, 660_200), run("m-2", 660, 661_000)],
-        )]);
+        let same = of_t1(vec![run("m-1", 660, 660_200), run("m-2", 660, 661_000)]);
         assert_eq!(twice(&tasks(), &same).len(), 1);
         // 660 lost: the run for 600 was recorded before it, the next run is for 720.
-        let lost = HashMap::from([(
-            "t1".to_string(),
-            vec![run("m-1", 600, 600_200), run("m-3", 720, 720_100)],
-        )]);
+        let lost = of_t1(vec![run("m-1", 600, 600_200), run("m-3", 720, 720_100)]);
         assert_eq!(
             waiting(&tasks(), &lost, &held(&["m-1", "m-3"]), 730),
             ["every-x's run for the minute 660"]
         );
         // Early, and off the minute.
-        let odd = HashMap::from([(
-            "t1".to_string(),
-            vec![run("m-1", 600, 599_000), run("m-2", 630, 631_000)],
-        )]);
+        let odd = of_t1(vec![run("m-1", 600, 599_000), run("m-2", 630, 631_000)]);
         assert_eq!(twice(&tasks(), &odd).len(), 2);
     }
 }

@@ -42,13 +42,18 @@ impl World {
     }
 
     /// The acknowledged deliveries not made yet, and the minutes of the repeating tasks no run
-    /// covers yet (up to 5 s ago); an error for one made twice.
+    /// covers yet (up to 5 s ago); an error for one made twice, or a repeating task's minute
+    /// run twice.
     pub fn waiting_deliveries(&self, model: &Arc<Mutex<Model>>) -> Result<Vec<String>> {
         let held = self.env.saved_user_messages()?;
         let tools = self.tool_acks(model);
         let m = lock(model);
         let mut waiting = checks::check_deliveries(&m, &held, &tools, &self.runs())?;
         let runs = repeats::read(&self.env.home(), &m.repeating);
+        let twice = repeats::twice(&m.repeating, &runs);
+        if !twice.is_empty() {
+            anyhow::bail!("{}", twice.join("; "));
+        }
         let until = (super::wall_ms() / 1000).saturating_sub(5);
         waiting.extend(repeats::waiting(&m.repeating, &runs, &held, until));
         Ok(waiting)
@@ -103,8 +108,6 @@ pub async fn verify(
             Some(f) => problems.extend(decided::check_proposals(&m, &tools, f)),
             None => problems.push("the connect batch has no requirements frame".into()),
         }
-        let every = repeats::read(&world.env.home(), &m.repeating);
-        problems.extend(repeats::twice(&m.repeating, &every));
         match of("actions") {
             Some(f) => problems.extend(checks::check_actions(&m, f, &runs)),
             None => problems.push("the connect batch has no actions frame".into()),

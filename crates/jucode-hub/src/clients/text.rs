@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 /// A frame's JSON text, serialized once and shared by every client it goes to: a clone counts
 /// a reference, and the front end hands the bytes to its socket without copying them. Only
-/// ever made from a `str`, so it is always UTF-8.
+/// ever made from a `str` or from JSON text `serde_json` wrote, so it is always UTF-8.
 #[derive(Clone, PartialEq, Eq)]
 pub struct FrameText(Bytes);
 

@@ -2,10 +2,10 @@
 //! daemon's tests can host sessions without a model.
 //!
 //! The text of a user message picks the script: `sleep <ms>`, `approve <command>`,
-//! `flood <n> [<bytes>]`, `flood-timed <n> [<lines per write>]`, `stream <n> <interval-ms>` (`n`
-//! stamped deltas, one every interval, as a model streams; other ops are served meanwhile), `crash`, `replay <file>`,
-//! `tool <name> <json>` (an agent tool called through the daemon's MCP server, see
-//! `agent_tool`); anything else is echoed back.
+//! `flood <n> [<bytes>]`, `flood-timed <n> [<lines per write>]`, `stream <n> <interval-ms>`
+//! (`n` stamped deltas, one every interval, as a model streams; other ops are served
+//! meanwhile), `crash`, `replay <file>`, `tool <name> <json>` (an agent tool called through
+//! the daemon's MCP server, see `agent_tool`); anything else is echoed back.
 //!
 //! `replay <file>` reads a JSONL file inside the session's directory and emits each line as an
 //! event, verbatim, so a test can play any sequence of real serve-protocol events (the remote

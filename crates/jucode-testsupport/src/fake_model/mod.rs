@@ -756,3 +756,34 @@ fn anthropic_json(answer: &Answer) -> String {
     };
     json!({"id":"msg_fake","type":"message","role":"assistant","model":FAKE_MODEL,"content":[{"type":"text","text":text}],"stop_reason":"end_turn","usage":{"input_tokens":50,"output_tokens":5}}).to_string()
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A long run hands its requests over as it goes; nothing of them may stay behind (a
+    /// crash loop of 1,000 kills grew to gigabytes when the full record was kept).
+    #[tokio::test]
+    async fn taken_requests_are_forgotten_with_their_record() {
+        let fake = FakeModel::start().await.unwrap();
+        let body = json!({"model": FAKE_MODEL, "stream": true,
+            "messages": [{"role": "user", "content": "hi"}]});
+        let body = body.to_string();
+        let reply = crate::http(
+            fake.addr,
+            "POST",
+            "/v1/chat/completions",
+            Some(body.as_bytes()),
+        )
+        .await
+        .unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(fake.recorded().len(), 1);
+        let taken = fake.take_requests();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].1["messages"][0]["content"], "hi");
+        assert!(fake.recorded().is_empty());
+        assert!(fake.take_requests().is_empty());
+    }
+}
